@@ -1,0 +1,422 @@
+//! Every plugin hook of this interface version: its name, its fields and its outcome.
+//!
+//! One macro invocation at the bottom of this file is the single definition of the hooks.
+//! It produces the [`HOOKS`] table (which the host uses for validation, the shell-hook
+//! payload, documentation and JSON schemas), one typed event view per hook (what a plugin's
+//! closure receives) and one typed registration method per hook on
+//! [`PluginContext`](crate::sdk::PluginContext).
+
+use crate::core::EventView;
+use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision};
+
+/// How a field's value crosses the boundary and what its accessor returns.
+///
+/// ```
+/// use hermes_hooks_abi::hooks::{spec, FieldKind};
+/// let f = spec("pre_tool_call").unwrap().fields[0];
+/// assert_eq!((f.name, f.kind), ("tool_name", FieldKind::Str));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Text, always sent; the accessor returns `&str` (empty when absent).
+    Str,
+    /// Text or null; the accessor returns `Option<&str>`.
+    OptStr,
+    /// A JSON object or list as text; the accessor returns [`Json`].
+    Json,
+    /// An integer, always sent; the accessor returns `i64` (0 when absent).
+    Int,
+    /// An integer or null; the accessor returns `Option<i64>`.
+    OptInt,
+    /// A boolean, always sent; the accessor returns `bool` (false when absent).
+    Bool,
+}
+
+/// What a hook's callbacks may return, and so how the host combines their answers.
+///
+/// ```
+/// use hermes_hooks_abi::hooks::{spec, OutcomeKind};
+/// assert_eq!(spec("pre_llm_call").unwrap().outcome, OutcomeKind::Context);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// Return values are ignored.
+    Observer,
+    /// `pre_tool_call`: block or modify ([`ToolDecision`]).
+    ToolDecision,
+    /// `pre_llm_call`: context text, joined with a blank line in registry order.
+    Context,
+    /// `transform_tool_result`, `transform_terminal_output`: the first text replaces.
+    Replace,
+    /// `transform_llm_output`: the first non-empty text replaces.
+    ReplaceNonEmpty,
+    /// `pre_gateway_dispatch`: skip, rewrite or allow ([`DispatchDecision`]).
+    Dispatch,
+}
+
+/// One payload field of a hook.
+///
+/// ```
+/// use hermes_hooks_abi::hooks::spec;
+/// let id = spec("pre_tool_call").unwrap().field("tool_call_id").unwrap();
+/// assert_eq!(id.since, "1.0");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FieldSpec {
+    /// The reference's keyword-argument name.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: FieldKind,
+    /// The interface version that added it (`"1.0"` or later).
+    pub since: &'static str,
+    /// One line saying what it holds.
+    pub doc: &'static str,
+}
+
+/// One plugin hook.
+///
+/// ```
+/// use hermes_hooks_abi::hooks::HOOKS;
+/// assert!(HOOKS.iter().any(|h| h.name == "transform_tool_result"));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct HookSpec {
+    /// The hook name, as in `config.yaml` and `register_hook`.
+    pub name: &'static str,
+    /// The interface version that added it.
+    pub since: &'static str,
+    /// What its callbacks may return.
+    pub outcome: OutcomeKind,
+    /// Its payload fields, in the order the reference passes them.
+    pub fields: &'static [FieldSpec],
+    /// When it fires and what it is for.
+    pub doc: &'static str,
+}
+
+impl HookSpec {
+    /// The field called `name`.
+    ///
+    /// ```
+    /// let s = hermes_hooks_abi::hooks::spec("post_tool_call").unwrap();
+    /// assert!(s.field("duration_ms").is_some());
+    /// ```
+    pub fn field(&self, name: &str) -> Option<&'static FieldSpec> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+/// The spec of hook `name`, if this interface version has it.
+///
+/// ```
+/// assert!(hermes_hooks_abi::hooks::spec("on_session_reset").is_some());
+/// assert!(hermes_hooks_abi::hooks::spec("pre_tool_use").is_none());
+/// ```
+pub fn spec(name: &str) -> Option<&'static HookSpec> {
+    HOOKS.iter().find(|h| h.name == name)
+}
+
+/// Every hook name of this interface version, sorted (the reference's `VALID_HOOKS`).
+///
+/// ```
+/// let names = hermes_hooks_abi::hooks::names_sorted();
+/// assert!(names.windows(2).all(|w| w[0] < w[1]));
+/// ```
+pub fn names_sorted() -> Vec<&'static str> {
+    let mut names: Vec<_> = HOOKS.iter().map(|h| h.name).collect();
+    names.sort_unstable();
+    names
+}
+
+macro_rules! field_ret {
+    (Str) => { &'a str };
+    (OptStr) => { Option<&'a str> };
+    (Json) => { Json<'a> };
+    (Int) => { i64 };
+    (OptInt) => { Option<i64> };
+    (Bool) => { bool };
+}
+
+macro_rules! field_get {
+    (Str, $v:expr, $n:expr) => { $v.get_str($n).unwrap_or("") };
+    (OptStr, $v:expr, $n:expr) => { $v.get_str($n) };
+    (Json, $v:expr, $n:expr) => { Json::new($v.get_str($n)) };
+    (Int, $v:expr, $n:expr) => { $v.get_int($n).unwrap_or(0) };
+    (OptInt, $v:expr, $n:expr) => { $v.get_int($n) };
+    (Bool, $v:expr, $n:expr) => { $v.get_bool($n).unwrap_or(false) };
+}
+
+macro_rules! outcome_ty {
+    (Observer) => { () };
+    (ToolDecision) => { ToolDecision };
+    (Context) => { Option<String> };
+    (Replace) => { Option<String> };
+    (ReplaceNonEmpty) => { Option<String> };
+    (Dispatch) => { DispatchDecision };
+}
+
+macro_rules! define_hooks {
+    ($(
+        $(#[doc = $doc:literal])+
+        $hook:ident => $Event:ident, $outcome:ident, since $since:literal {
+            $( $fname:ident : $fkind:ident $(since $fsince:literal)? = $fdoc:literal ),* $(,)?
+        }
+    )*) => {
+        /// Every plugin hook of this interface version, in the reference's order.
+        pub const HOOKS: &[HookSpec] = &[$(
+            HookSpec {
+                name: stringify!($hook),
+                since: $since,
+                outcome: OutcomeKind::$outcome,
+                fields: &[$(FieldSpec {
+                    name: stringify!($fname),
+                    kind: FieldKind::$fkind,
+                    since: define_hooks!(@since $since $($fsince)?),
+                    doc: $fdoc,
+                }),*],
+                doc: concat!($($doc, "\n"),+),
+            },
+        )*];
+
+        $(
+            $(#[doc = $doc])+
+            ///
+            /// This is the typed view a plugin's closure receives; every accessor reads the
+            /// borrowed payload in place.
+            ///
+            /// # Example
+            ///
+            /// ```
+            /// use hermes_hooks_abi::sdk::testing::LocalHost;
+            #[doc = concat!("let host = LocalHost::register(\"demo\", |ctx| {\n    ctx.", stringify!($hook), "(|e| {\n        let _ = e.view();\n        Default::default()\n    });\n});")]
+            #[doc = concat!("assert_eq!(host.hook_names(), vec![\"", stringify!($hook), "\"]);")]
+            /// ```
+            #[derive(Clone, Copy)]
+            pub struct $Event<'a, 'v> {
+                view: &'a EventView<'v>,
+            }
+
+            impl<'a, 'v> $Event<'a, 'v> {
+                /// Wraps a raw view. The SDK calls this for you.
+                pub fn new(view: &'a EventView<'v>) -> Self {
+                    $Event { view }
+                }
+
+                /// The raw view, for fields this SDK version does not know yet.
+                pub fn view(&self) -> &'a EventView<'v> {
+                    self.view
+                }
+
+                $(
+                    #[doc = $fdoc]
+                    pub fn $fname(&self) -> field_ret!($fkind) {
+                        field_get!($fkind, self.view, stringify!($fname))
+                    }
+                )*
+            }
+
+            impl PluginContext<'_> {
+                #[doc = concat!("Registers a `", stringify!($hook), "` hook.")]
+                ///
+                $(#[doc = $doc])+
+                ///
+                /// The callback's name in logs is the function's path (use a named `fn` for
+                /// a readable name). A panic inside it is caught and logged by the host.
+                ///
+                /// # Example
+                ///
+                /// ```
+                /// use hermes_hooks_abi::sdk::testing::LocalHost;
+                #[doc = concat!("let host = LocalHost::register(\"demo\", |ctx| {\n    ctx.", stringify!($hook), "(|_e| Default::default());\n});")]
+                #[doc = concat!("assert_eq!(host.hook_names(), vec![\"", stringify!($hook), "\"]);")]
+                /// ```
+                pub fn $hook<F>(&mut self, callback: F) -> &mut Self
+                where
+                    F: Fn(&$Event<'_, '_>) -> outcome_ty!($outcome) + Send + Sync + 'static,
+                {
+                    let name = crate::sdk::callback_name::<F>();
+                    self.register_raw(stringify!($hook), &name, move |view| {
+                        let out = callback(&$Event::new(view));
+                        Ok(crate::sdk::IntoReply::into_reply(out, OutcomeKind::$outcome))
+                    })
+                }
+            }
+        )*
+    };
+    (@since $since:literal) => { $since };
+    (@since $since:literal $fsince:literal) => { $fsince };
+}
+
+define_hooks! {
+    /// Fires before every tool call. The first `Block` wins and the tool does not run (its
+    /// result becomes `{"error": "<message>"}`); `Modify` rewrites the tool arguments, merged
+    /// in registry order.
+    pre_tool_call => PreToolCallEvent, ToolDecision, since "1.0" {
+        tool_name: Str = "The tool about to run, such as `terminal`.",
+        args: Json = "The tool arguments (a JSON object; `{}` when the model sent none).",
+        task_id: Str = "The task (agent run) this call belongs to.",
+        session_id: Str = "The session id.",
+        tool_call_id: Str = "The model's id for this tool call.",
+    }
+    /// Fires after a tool ran, with its untransformed result. Observer.
+    post_tool_call => PostToolCallEvent, Observer, since "1.0" {
+        tool_name: Str = "The tool that ran.",
+        args: Json = "The arguments it ran with (after any `modify`).",
+        result: Str = "The tool's result text, before `transform_tool_result`.",
+        task_id: Str = "The task (agent run) this call belongs to.",
+        session_id: Str = "The session id.",
+        tool_call_id: Str = "The model's id for this tool call.",
+        duration_ms: Int = "How long the tool took, in milliseconds.",
+        status: Str = "`ok`, `error` or `blocked`.",
+        error_type: OptStr = "The error class when `status` is `error`.",
+        error_message: OptStr = "The error text when `status` is `error`.",
+    }
+    /// Fires once per turn before the tool loop. Every context returned is appended to the
+    /// user message sent to the model (joined with a blank line, in registry order), and is
+    /// never persisted.
+    pre_llm_call => PreLlmCallEvent, Context, since "1.0" {
+        session_id: Str = "The session id.",
+        user_message: Str = "The user's message for this turn.",
+        conversation_history: Json = "The conversation so far (a JSON list of messages, a copy).",
+        is_first_turn: Bool = "Whether this is the first turn of the session.",
+        model: Str = "The model name.",
+        platform: Str = "`cli` or the gateway platform name.",
+        sender_id: OptStr = "The sender's user id on the platform, when known.",
+    }
+    /// Fires after a turn that produced a final response and was not interrupted. Observer.
+    post_llm_call => PostLlmCallEvent, Observer, since "1.0" {
+        session_id: Str = "The session id.",
+        user_message: Str = "The user's message for this turn.",
+        assistant_response: Str = "The model's final response text.",
+        conversation_history: Json = "The conversation including this turn (a JSON list).",
+        model: Str = "The model name.",
+        platform: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires on the first turn of a new session. Observer.
+    on_session_start => SessionStartEvent, Observer, since "1.0" {
+        session_id: Str = "The new session's id.",
+        model: Str = "The model name.",
+        platform: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires at the end of every run of the agent loop, also when it was interrupted. Observer.
+    on_session_end => SessionEndEvent, Observer, since "1.0" {
+        session_id: Str = "The session id.",
+        completed: Bool = "Whether the turn completed.",
+        interrupted: Bool = "Whether the turn was interrupted (for example by Ctrl-C).",
+        model: Str = "The model name.",
+        platform: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires when a session is closed for good: `/new`, exit, gateway reset or expiry. Observer.
+    on_session_finalize => SessionFinalizeEvent, Observer, since "1.0" {
+        session_id: OptStr = "The session being closed, if one had started.",
+        platform: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires in the gateway after a reset allocated a new session. Observer.
+    on_session_reset => SessionResetEvent, Observer, since "1.0" {
+        session_id: Str = "The new session's id.",
+        platform: Str = "The gateway platform name.",
+    }
+    /// Fires once per delegated child, on the parent, after all children finished. Observer.
+    subagent_stop => SubagentStopEvent, Observer, since "1.0" {
+        parent_session_id: Str = "The parent session's id.",
+        child_role: OptStr = "The role the child was given, if any.",
+        child_summary: Str = "The child's final summary.",
+        child_status: Str = "`completed`, `failed` or `interrupted`.",
+        duration_ms: Int = "How long the child ran, in milliseconds.",
+    }
+    /// Fires in the gateway for every non-internal message, before authorisation. The first
+    /// skip, rewrite or allow (in registry order) decides. The event offers two capabilities:
+    /// [`gateway`](crate::sdk::Gateway) sends a message to a chat and
+    /// [`session_store`](crate::sdk::SessionStore) appends to a session transcript.
+    pre_gateway_dispatch => GatewayDispatchEvent, Dispatch, since "1.0" {
+        platform: Str = "The platform the message came from.",
+        chat_id: Str = "The chat it came from.",
+        user_id: Str = "The sender's user id.",
+        text: Str = "The message text.",
+        message_id: OptStr = "The platform's message id, when it has one.",
+        session_key: Str = "The session key the message maps to (`<platform>:<chat_id>`).",
+    }
+    /// Fires before the user is asked to approve a dangerous command. Observer (cannot veto).
+    pre_approval_request => ApprovalRequestEvent, Observer, since "1.0" {
+        command: Str = "The command awaiting approval.",
+        description: Str = "Why it is considered dangerous.",
+        pattern_key: Str = "The key of the first dangerous pattern it matched.",
+        pattern_keys: Json = "The keys of every pattern it matched (a JSON list).",
+        session_key: Str = "The session the approval belongs to.",
+        surface: Str = "`cli` or `gateway`.",
+    }
+    /// Fires after the approval was answered or timed out. Observer.
+    post_approval_response => ApprovalResponseEvent, Observer, since "1.0" {
+        command: Str = "The command that awaited approval.",
+        description: Str = "Why it was considered dangerous.",
+        pattern_key: Str = "The key of the first dangerous pattern it matched.",
+        pattern_keys: Json = "The keys of every pattern it matched (a JSON list).",
+        session_key: Str = "The session the approval belongs to.",
+        surface: Str = "`cli` or `gateway`.",
+        choice: Str = "`once`, `session`, `always`, `deny` or `timeout`.",
+    }
+    /// Fires after `post_tool_call`; the first text returned replaces the tool result the
+    /// model sees.
+    transform_tool_result => TransformToolResultEvent, Replace, since "1.0" {
+        tool_name: Str = "The tool that ran.",
+        args: Json = "The arguments it ran with.",
+        result: Str = "The tool's result text.",
+        task_id: Str = "The task (agent run) this call belongs to.",
+        session_id: Str = "The session id.",
+        tool_call_id: Str = "The model's id for this tool call.",
+        duration_ms: Int = "How long the tool took, in milliseconds.",
+        status: Str = "`ok`, `error` or `blocked`.",
+        error_type: OptStr = "The error class when `status` is `error`.",
+        error_message: OptStr = "The error text when `status` is `error`.",
+    }
+    /// Fires inside the terminal tool before truncation; the first text returned (even an
+    /// empty one) replaces the output.
+    transform_terminal_output => TransformTerminalOutputEvent, Replace, since "1.0" {
+        command: Str = "The command that ran.",
+        output: Str = "Its combined output, before truncation.",
+        returncode: Int = "Its exit code.",
+        task_id: Str = "The task (agent run) it belongs to.",
+        env_type: Str = "Where it ran (`local`).",
+    }
+    /// Fires after a final, non-empty, non-interrupted response; the first non-empty text
+    /// returned replaces it.
+    transform_llm_output => TransformLlmOutputEvent, ReplaceNonEmpty, since "1.0" {
+        response_text: Str = "The model's final response.",
+        session_id: Str = "The session id.",
+        model: Str = "The model name.",
+        platform: Str = "`cli` or the gateway platform name.",
+    }
+}
+
+/// A gateway event, as a native gateway hook receives it.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+/// let host = LocalHost::register("demo", |ctx| {
+///     ctx.on_gateway_event("agent:*", |e| {
+///         assert_eq!(e.event_type(), "agent:start");
+///     });
+/// });
+/// host.fire("agent:*", &[field::str("event_type", "agent:start"), field::json("context", "{}")]);
+/// ```
+#[derive(Clone, Copy)]
+pub struct GatewayEvent<'a, 'v> {
+    view: &'a EventView<'v>,
+}
+
+impl<'a, 'v> GatewayEvent<'a, 'v> {
+    /// Wraps a raw view. The SDK calls this for you.
+    pub fn new(view: &'a EventView<'v>) -> Self {
+        GatewayEvent { view }
+    }
+
+    /// The event that fired, such as `agent:start` (also when the hook subscribed to
+    /// `agent:*`).
+    pub fn event_type(&self) -> &'a str {
+        self.view.get_str("event_type").unwrap_or("")
+    }
+
+    /// The event's context object (see `docs/hooks.md` for the keys of each event).
+    pub fn context(&self) -> Json<'a> {
+        Json::new(self.view.get_str("context"))
+    }
+}

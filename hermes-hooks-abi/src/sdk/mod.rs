@@ -1,0 +1,467 @@
+//! The plugin author's side: typed hook closures on top of the frozen core.
+//!
+//! Everything here is compiled into the plugin, not shared with the host, so it can grow
+//! freely: a plugin built with a newer SDK still speaks the same frozen core.
+//!
+//! - [`PluginContext`] has one typed registration method per hook (`ctx.pre_tool_call(..)`,
+//!   `ctx.pre_llm_call(..)`, ...), generated from [`hooks`](crate::hooks).
+//! - Outcomes are typed: [`ToolDecision`] for `pre_tool_call`, `Option<String>` for context
+//!   and transforms, [`DispatchDecision`] for `pre_gateway_dispatch`, `()` for observers.
+//! - [`export_plugin!`](crate::export_plugin) exports the root module, catches panics in
+//!   `register` and in every callback, and bridges `tracing` to the host's log.
+//! - [`testing::LocalHost`] runs a `register` function in process, for unit tests.
+
+mod log;
+pub mod testing;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{ROption, RResult, RStr, RString},
+};
+
+use crate::core::{EventView, HookCallback, HookCallbackBox, HookCallback_TO, RegistrarMut, Reply, action};
+use crate::hooks::{GatewayDispatchEvent, GatewayEvent, OutcomeKind};
+
+/// The interface version this SDK was built with (the crate version).
+///
+/// ```
+/// assert!(hermes_hooks_abi::sdk::ABI_VERSION.starts_with("1."));
+/// ```
+pub const ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What a plugin's `register` function receives: register hooks on it.
+///
+/// # Example
+///
+/// ```
+/// use hermes_hooks_abi::prelude::*;
+///
+/// fn register(ctx: &mut PluginContext) {
+///     ctx.pre_tool_call(|e| {
+///         if e.tool_name() == "terminal" && e.args().value()["command"] == "rm -rf /" {
+///             ToolDecision::block("refusing to delete the filesystem")
+///         } else {
+///             ToolDecision::Continue
+///         }
+///     });
+///     ctx.pre_llm_call(|_e| Some("The user prefers short answers.".to_string()));
+/// }
+/// # let host = hermes_hooks_abi::sdk::testing::LocalHost::register("demo", register);
+/// # assert_eq!(host.hook_names(), vec!["pre_tool_call", "pre_llm_call"]);
+/// ```
+pub struct PluginContext<'r> {
+    registrar: RegistrarMut<'r>,
+    plugin_name: String,
+}
+
+impl<'r> PluginContext<'r> {
+    /// Wraps the host's registrar. [`export_plugin!`](crate::export_plugin) does this.
+    pub fn new(registrar: RegistrarMut<'r>) -> Self {
+        let plugin_name = registrar.plugin_name().into_string();
+        PluginContext { registrar, plugin_name }
+    }
+
+    /// The name the host knows this plugin by (its `plugin.yaml` name).
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("audit", |ctx| {
+    ///     assert_eq!(ctx.plugin_name(), "audit");
+    /// });
+    /// ```
+    pub fn plugin_name(&self) -> &str {
+        &self.plugin_name
+    }
+
+    /// The interface version of the host that loaded the plugin.
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     assert!(ctx.host_abi_version().starts_with("1."));
+    /// });
+    /// ```
+    pub fn host_abi_version(&self) -> String {
+        self.registrar.host_abi_version().into_string()
+    }
+
+    /// Registers a callback for any hook or gateway event by name, with a raw view.
+    ///
+    /// Use it for hooks this SDK does not know yet; the typed methods are built on it. The
+    /// callback is wrapped so that a panic becomes an error the host logs.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::core::Reply;
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     ctx.register_raw("future_hook", "mine", |view| Ok(Some(Reply::new("context", view.hook.as_str()))));
+    /// });
+    /// let out = host.fire("future_hook", &[]);
+    /// assert_eq!(out[0].as_ref().unwrap().as_ref().unwrap().text.as_str(), "future_hook");
+    /// ```
+    pub fn register_raw<F>(&mut self, hook: &str, callback_name: &str, callback: F) -> &mut Self
+    where
+        F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
+    {
+        let boxed: HookCallbackBox = HookCallback_TO::from_value(Guarded(callback), TD_Opaque);
+        self.registrar.register_hook(RStr::from(hook), RStr::from(callback_name), boxed);
+        self
+    }
+
+    /// Registers a native gateway hook for `event` (`agent:start`, `command:*`, ...).
+    ///
+    /// Gateway hooks are observers: they cannot change what the gateway does.
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     ctx.on_gateway_event("session:start", |e| println!("{}", e.event_type()));
+    /// });
+    /// assert_eq!(host.hook_names(), vec!["session:start"]);
+    /// ```
+    pub fn on_gateway_event<F>(&mut self, event: &str, callback: F) -> &mut Self
+    where
+        F: Fn(&GatewayEvent<'_, '_>) + Send + Sync + 'static,
+    {
+        let name = callback_name::<F>();
+        self.register_raw(event, &name, move |view| {
+            callback(&GatewayEvent::new(view));
+            Ok(None)
+        })
+    }
+}
+
+/// A closure made safe to call from the host: it never unwinds across the boundary.
+struct Guarded<F>(F);
+
+impl<F> HookCallback for Guarded<F>
+where
+    F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
+{
+    fn call(&self, event: &EventView<'_>) -> RResult<ROption<Reply>, RString> {
+        match catch_unwind(AssertUnwindSafe(|| (self.0)(event))) {
+            Ok(Ok(reply)) => RResult::ROk(reply.into()),
+            Ok(Err(message)) => RResult::RErr(message.into()),
+            Err(payload) => RResult::RErr(panic_message(payload.as_ref()).into()),
+        }
+    }
+}
+
+/// The text of a panic payload, as `str(exc)` would give it for an exception.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// The display name of a callback: its path without the crate name.
+///
+/// A named `fn check_command` gives `check_command`; a closure gives
+/// `register::{{closure}}`.
+pub(crate) fn callback_name<F>() -> String {
+    let full = std::any::type_name::<F>();
+    match full.split_once("::") {
+        Some((_crate, rest)) => rest.to_string(),
+        None => full.to_string(),
+    }
+}
+
+/// What a `pre_tool_call` hook decided.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::ToolDecision;
+/// let d = ToolDecision::block("no");
+/// assert!(matches!(d, ToolDecision::Block(ref m) if m == "no"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ToolDecision {
+    /// No opinion: the tool runs (unless another hook blocks it).
+    #[default]
+    Continue,
+    /// Do not run the tool; the model sees `{"error": "<message>"}`. The first block in
+    /// registry order wins. An empty message is ignored, as in the reference.
+    Block(String),
+    /// Rewrite the tool arguments: these keys are merged over them, in registry order.
+    Modify(serde_json::Map<String, serde_json::Value>),
+}
+
+impl ToolDecision {
+    /// A block with `message`.
+    ///
+    /// ```
+    /// let d = hermes_hooks_abi::sdk::ToolDecision::block(format!("{} is not allowed", "sudo"));
+    /// assert_eq!(d, hermes_hooks_abi::sdk::ToolDecision::Block("sudo is not allowed".into()));
+    /// ```
+    pub fn block(message: impl Into<String>) -> Self {
+        ToolDecision::Block(message.into())
+    }
+
+    /// A modify that sets one argument.
+    ///
+    /// ```
+    /// let d = hermes_hooks_abi::sdk::ToolDecision::set_arg("timeout", 30.into());
+    /// assert!(matches!(d, hermes_hooks_abi::sdk::ToolDecision::Modify(_)));
+    /// ```
+    pub fn set_arg(key: impl Into<String>, value: serde_json::Value) -> Self {
+        let mut map = serde_json::Map::new();
+        map.insert(key.into(), value);
+        ToolDecision::Modify(map)
+    }
+}
+
+/// What a `pre_gateway_dispatch` hook decided about an incoming message.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::DispatchDecision;
+/// let d = DispatchDecision::Skip("spam".into());
+/// assert_ne!(d, DispatchDecision::Continue);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum DispatchDecision {
+    /// No opinion: ask the next hook.
+    #[default]
+    Continue,
+    /// Drop the message: no reply, no pairing, no authorisation. The text is the reason.
+    Skip(String),
+    /// Replace the message text, then stop asking later hooks.
+    Rewrite(String),
+    /// Dispatch the message as is and stop asking later hooks.
+    Allow,
+}
+
+/// Turns a typed outcome into the frozen [`Reply`].
+///
+/// Implemented for every outcome type; the SDK calls it for you.
+///
+/// ```
+/// use hermes_hooks_abi::{hooks::OutcomeKind, sdk::IntoReply};
+/// let r = Some("ctx".to_string()).into_reply(OutcomeKind::Context).unwrap();
+/// assert_eq!(r.action.as_str(), "context");
+/// ```
+pub trait IntoReply {
+    /// The reply, or `None` for "no opinion".
+    fn into_reply(self, kind: OutcomeKind) -> Option<Reply>;
+}
+
+impl IntoReply for () {
+    fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
+        None
+    }
+}
+
+impl IntoReply for Option<String> {
+    fn into_reply(self, kind: OutcomeKind) -> Option<Reply> {
+        let act = match kind {
+            OutcomeKind::Context => action::CONTEXT,
+            _ => action::REPLACE,
+        };
+        self.map(|text| Reply::new(act, text))
+    }
+}
+
+impl IntoReply for ToolDecision {
+    fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
+        match self {
+            ToolDecision::Continue => None,
+            ToolDecision::Block(message) => Some(Reply::new(action::BLOCK, message)),
+            ToolDecision::Modify(args) => {
+                let mut reply = Reply::new(action::MODIFY, "");
+                reply.json = serde_json::Value::Object(args).to_string().into();
+                Some(reply)
+            }
+        }
+    }
+}
+
+impl IntoReply for DispatchDecision {
+    fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
+        match self {
+            DispatchDecision::Continue => None,
+            DispatchDecision::Skip(reason) => Some(Reply::new(action::SKIP, reason)),
+            DispatchDecision::Rewrite(text) => Some(Reply::new(action::REWRITE, text)),
+            DispatchDecision::Allow => Some(Reply::new(action::ALLOW, "")),
+        }
+    }
+}
+
+/// A JSON payload field (tool arguments, conversation history), parsed only when asked.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::Json;
+/// let j = Json::new(Some(r#"{"command":"ls -la"}"#));
+/// assert_eq!(j.value()["command"], "ls -la");
+/// assert_eq!(Json::new(None).value(), serde_json::Value::Null);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Json<'a> {
+    text: Option<&'a str>,
+}
+
+impl<'a> Json<'a> {
+    /// Wraps borrowed JSON text (`None` when the host did not send the field).
+    pub fn new(text: Option<&'a str>) -> Self {
+        Json { text }
+    }
+
+    /// The raw JSON text, without parsing it.
+    ///
+    /// ```
+    /// assert_eq!(hermes_hooks_abi::sdk::Json::new(Some("[]")).as_str(), Some("[]"));
+    /// ```
+    pub fn as_str(&self) -> Option<&'a str> {
+        self.text
+    }
+
+    /// The parsed value; `Null` when absent or not valid JSON.
+    ///
+    /// ```
+    /// assert!(hermes_hooks_abi::sdk::Json::new(Some("[1,2]")).value().is_array());
+    /// ```
+    pub fn value(&self) -> serde_json::Value {
+        self.text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Sends messages to a gateway chat, from a `pre_gateway_dispatch` hook.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+/// let host = LocalHost::register("x", |ctx| {
+///     ctx.pre_gateway_dispatch(|e| {
+///         // LocalHost offers no capabilities, so this reports an error.
+///         assert!(e.gateway().send(e.platform(), e.chat_id(), "hello").is_err());
+///         Default::default()
+///     });
+/// });
+/// host.fire("pre_gateway_dispatch", &[field::str("platform", "local"), field::str("chat_id", "c1")]);
+/// ```
+pub struct Gateway<'a, 'v> {
+    view: &'a EventView<'v>,
+}
+
+impl Gateway<'_, '_> {
+    /// Sends `text` to chat `chat_id` on `platform`.
+    ///
+    /// # Errors
+    ///
+    /// The host's message when it cannot deliver (unknown platform or chat, or no gateway).
+    pub fn send(&self, platform: &str, chat_id: &str, text: &str) -> Result<(), String> {
+        let args = serde_json::json!({ "platform": platform, "chat_id": chat_id, "text": text });
+        host_call(self.view, "gateway.send", &args).map(drop)
+    }
+}
+
+/// Appends entries to a session transcript, from a `pre_gateway_dispatch` hook.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+/// let host = LocalHost::register("x", |ctx| {
+///     ctx.pre_gateway_dispatch(|e| {
+///         let entry = serde_json::json!({"role": "system", "content": "note"});
+///         assert!(e.session_store().append(e.session_key(), &entry).is_err());
+///         Default::default()
+///     });
+/// });
+/// host.fire("pre_gateway_dispatch", &[field::str("session_key", "local:c1")]);
+/// ```
+pub struct SessionStore<'a, 'v> {
+    view: &'a EventView<'v>,
+}
+
+impl SessionStore<'_, '_> {
+    /// Appends `entry` (a JSON object) to the transcript of `session_key`.
+    ///
+    /// # Errors
+    ///
+    /// The host's message when the session is unknown or the transcript cannot be written.
+    pub fn append(&self, session_key: &str, entry: &serde_json::Value) -> Result<(), String> {
+        let args = serde_json::json!({ "session_key": session_key, "entry": entry });
+        host_call(self.view, "session.append", &args).map(drop)
+    }
+}
+
+fn host_call(view: &EventView<'_>, capability: &str, args: &serde_json::Value) -> Result<String, String> {
+    let args = args.to_string();
+    view.host
+        .call(RStr::from(capability), RStr::from(args.as_str()))
+        .map(RString::into_string)
+        .map_err(RString::into_string)
+        .into_result()
+}
+
+impl<'a, 'v> GatewayDispatchEvent<'a, 'v> {
+    /// The capability to send a message back to a chat.
+    pub fn gateway(&self) -> Gateway<'a, 'v> {
+        Gateway { view: self.view() }
+    }
+
+    /// The capability to append to a session transcript.
+    pub fn session_store(&self) -> SessionStore<'a, 'v> {
+        SessionStore { view: self.view() }
+    }
+}
+
+/// What a plugin's `register` function may return: `()` or a `Result`.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::RegisterOutcome;
+/// assert!(Err::<(), _>("no config").into_register_result().is_err());
+/// ```
+pub trait RegisterOutcome {
+    /// `Err(message)` when registration failed.
+    fn into_register_result(self) -> Result<(), String>;
+}
+
+impl RegisterOutcome for () {
+    fn into_register_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<E: std::fmt::Display> RegisterOutcome for Result<(), E> {
+    fn into_register_result(self) -> Result<(), String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// Runs a plugin's `register` for the host. Used by [`export_plugin!`](crate::export_plugin).
+#[doc(hidden)]
+pub fn __run_register<R: RegisterOutcome>(
+    registrar: RegistrarMut<'_>,
+    register: fn(&mut PluginContext<'_>) -> R,
+) -> RResult<(), RString> {
+    log::install(registrar.logger(), registrar.plugin_name().into_string());
+    let mut ctx = PluginContext::new(registrar);
+    match catch_unwind(AssertUnwindSafe(|| register(&mut ctx).into_register_result())) {
+        Ok(Ok(())) => RResult::ROk(()),
+        Ok(Err(message)) => RResult::RErr(message.into()),
+        Err(payload) => RResult::RErr(format!("register() panicked: {}", panic_message(payload.as_ref())).into()),
+    }
+}
+
+/// Builds the root module. Used by [`export_plugin!`](crate::export_plugin).
+#[doc(hidden)]
+pub fn __root_module(
+    crate_name: &'static str,
+    build_profile: &'static str,
+    register: extern "C" fn(RegistrarMut<'_>) -> RResult<(), RString>,
+) -> crate::core::PluginModRef {
+    use abi_stable::prefix_type::PrefixTypeTrait;
+    crate::core::PluginMod {
+        abi_version: RStr::from_str(ABI_VERSION),
+        build_profile: RStr::from_str(build_profile),
+        crate_name: RStr::from_str(crate_name),
+        register,
+    }
+    .leak_into_prefix()
+}
+
+/// `ABI_VERSION` as a C string, for the `hermes_plugin_abi_version` symbol.
+#[doc(hidden)]
+pub const __ABI_VERSION_CSTR: &std::ffi::CStr =
+    match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(s) => s,
+        Err(_) => panic!("the crate version contains a NUL byte"),
+    };
