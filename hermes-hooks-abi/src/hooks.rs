@@ -6,7 +6,7 @@
 //! closure receives) and one typed registration method per hook on
 //! [`PluginContext`](crate::sdk::PluginContext).
 
-use crate::core::EventView;
+use crate::core::{EventView, Field};
 use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision};
 
 /// How a field's value crosses the boundary and what its accessor returns.
@@ -58,8 +58,8 @@ pub enum OutcomeKind {
 ///
 /// ```
 /// use hermes_hooks_abi::hooks::spec;
-/// let id = spec("pre_tool_call").unwrap().field("tool_call_id").unwrap();
-/// assert_eq!(id.since, "1.0");
+/// let turn_id = spec("pre_tool_call").unwrap().field("turn_id").unwrap();
+/// assert_eq!(turn_id.since, "1.1");
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct FieldSpec {
@@ -145,6 +145,24 @@ macro_rules! field_get {
     (Bool, $v:expr, $n:expr) => { $v.get_bool($n).unwrap_or(false) };
 }
 
+macro_rules! payload_ty {
+    (Str) => { &'a str };
+    (OptStr) => { Option<&'a str> };
+    (Json) => { &'a str };
+    (Int) => { i64 };
+    (OptInt) => { Option<i64> };
+    (Bool) => { bool };
+}
+
+macro_rules! payload_field {
+    (Str, $n:expr, $v:expr) => { Field::str($n, $v) };
+    (OptStr, $n:expr, $v:expr) => { Field::opt_str($n, $v) };
+    (Json, $n:expr, $v:expr) => { Field::json($n, $v) };
+    (Int, $n:expr, $v:expr) => { Field::int($n, $v) };
+    (OptInt, $n:expr, $v:expr) => { match $v { Some(i) => Field::int($n, i), None => Field::null($n) } };
+    (Bool, $n:expr, $v:expr) => { Field::bool($n, $v) };
+}
+
 macro_rules! outcome_ty {
     (Observer) => { () };
     (ToolDecision) => { ToolDecision };
@@ -176,6 +194,19 @@ macro_rules! define_hooks {
                 doc: concat!($($doc, "\n"),+),
             },
         )*];
+
+        /// Host-side payloads: one struct per hook whose `fields()` is what callbacks see.
+        ///
+        /// A host fills the struct with borrowed values and passes `fields()` to dispatch, so
+        /// the field names and order always match the typed views plugins read.
+        pub mod payload {
+            define_hooks!(@payloads $(
+                $(#[doc = $doc])+
+                $hook => $Event, $outcome, since $since {
+                    $( $fname : $fkind $(since $fsince)? = $fdoc ),*
+                }
+            )*);
+        }
 
         $(
             $(#[doc = $doc])+
@@ -214,6 +245,16 @@ macro_rules! define_hooks {
                 )*
             }
 
+            impl<'a> payload::$Event<'a> {
+                /// The hook this payload is for.
+                pub const HOOK: &'static str = stringify!($hook);
+
+                /// The payload as named fields, in the reference's order, borrowed from `self`.
+                pub fn fields(&self) -> [Field<'a>; [$(stringify!($fname)),*].len()] {
+                    [$( payload_field!($fkind, stringify!($fname), self.$fname) ),*]
+                }
+            }
+
             impl PluginContext<'_> {
                 #[doc = concat!("Registers a `", stringify!($hook), "` hook.")]
                 ///
@@ -242,6 +283,30 @@ macro_rules! define_hooks {
             }
         )*
     };
+    (@payloads $(
+        $(#[doc = $doc:literal])+
+        $hook:ident => $Event:ident, $outcome:ident, since $since:literal {
+            $( $fname:ident : $fkind:ident $(since $fsince:literal)? = $fdoc:literal ),* $(,)?
+        }
+    )*) => {
+        $(
+            #[doc = concat!("The payload of `", stringify!($hook), "`, as the host builds it.")]
+            ///
+            /// # Example
+            ///
+            /// ```
+            #[doc = concat!("let payload = hermes_hooks_abi::hooks::payload::", stringify!($Event), "::default();")]
+            #[doc = concat!("assert_eq!(payload.fields().len(), hermes_hooks_abi::hooks::spec(\"", stringify!($hook), "\").unwrap().fields.len());")]
+            /// ```
+            #[derive(Clone, Copy, Debug, Default)]
+            pub struct $Event<'a> {
+                $(
+                    #[doc = $fdoc]
+                    pub $fname: payload_ty!($fkind),
+                )*
+            }
+        )*
+    };
     (@since $since:literal) => { $since };
     (@since $since:literal $fsince:literal) => { $fsince };
 }
@@ -256,6 +321,7 @@ define_hooks! {
         task_id: Str = "The task (agent run) this call belongs to.",
         session_id: Str = "The session id.",
         tool_call_id: Str = "The model's id for this tool call.",
+        turn_id: OptStr since "1.1" = "The turn this call belongs to (interface 1.1; `None` from a 1.0 host).",
     }
     /// Fires after a tool ran, with its untransformed result. Observer.
     post_tool_call => PostToolCallEvent, Observer, since "1.0" {
@@ -281,6 +347,7 @@ define_hooks! {
         model: Str = "The model name.",
         platform: Str = "`cli` or the gateway platform name.",
         sender_id: OptStr = "The sender's user id on the platform, when known.",
+        turn_id: OptStr since "1.1" = "The id of this turn (interface 1.1; `None` from a 1.0 host).",
     }
     /// Fires after a turn that produced a final response and was not interrupted. Observer.
     post_llm_call => PostLlmCallEvent, Observer, since "1.0" {
@@ -376,6 +443,30 @@ define_hooks! {
         returncode: Int = "Its exit code.",
         task_id: Str = "The task (agent run) it belongs to.",
         env_type: Str = "Where it ran (`local`).",
+    }
+    /// Fires before each request to the model's API (interface 1.1). Observer.
+    pre_api_request => ApiRequestEvent, Observer, since "1.1" {
+        session_id: Str = "The session id.",
+        task_id: Str = "The task (agent run) this request belongs to.",
+        platform: Str = "`cli` or the gateway platform name.",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        api_call_count: Int = "How many API calls this turn has made, this one included.",
+        message_count: Int = "How many messages the request carries.",
+        tool_count: Int = "How many tools the request offers.",
+        approx_input_tokens: Int = "A rough count of the request's input tokens.",
+    }
+    /// Fires after each response from the model's API (interface 1.1). Observer.
+    post_api_request => ApiResponseEvent, Observer, since "1.1" {
+        session_id: Str = "The session id.",
+        task_id: Str = "The task (agent run) this request belongs to.",
+        platform: Str = "`cli` or the gateway platform name.",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        api_call_count: Int = "How many API calls this turn has made, this one included.",
+        api_duration_ms: Int = "How long the request took, in milliseconds.",
+        finish_reason: Str = "Why the model stopped: `stop` or `tool_calls`.",
+        usage: Json = "Token usage as the provider reported it (a JSON object).",
     }
     /// Fires after a final, non-empty, non-interrupted response; the first non-empty text
     /// returned replaces it.

@@ -100,6 +100,14 @@ pub trait Registrar {
     /// The name the host knows this plugin by (its manifest name).
     fn plugin_name(&self) -> RString;
 
+    /// Invokes a registration-time host capability by name, with JSON arguments.
+    ///
+    /// Offered by every 1.x host: `plugin.dir` (the plugin's directory, as a JSON string)
+    /// and `plugin.config` (the `config` mapping of its `plugin.yaml`, as a JSON object).
+    /// Unknown capabilities answer `RErr`, so later hosts can add more without a layout
+    /// change.
+    fn host_call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString>;
+
     /// A logger that stays valid for the rest of the process.
     ///
     /// New methods go below this one, and the `last_prefix_field` marker then stays here.

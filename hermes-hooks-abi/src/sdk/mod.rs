@@ -85,6 +85,38 @@ impl<'r> PluginContext<'r> {
         self.registrar.host_abi_version().into_string()
     }
 
+    /// The plugin's own directory (`$HERMES_HOME/plugins/<name>/`), where it may keep state.
+    ///
+    /// `None` when the host does not say (an in-process [`testing::LocalHost`] without a
+    /// directory).
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     assert!(ctx.plugin_dir().is_none());
+    /// });
+    /// ```
+    pub fn plugin_dir(&self) -> Option<std::path::PathBuf> {
+        let answer = self.registrar.host_call(RStr::from("plugin.dir"), RStr::from("{}")).into_result().ok()?;
+        let dir: serde_json::Value = serde_json::from_str(answer.as_str()).ok()?;
+        dir.as_str().map(std::path::PathBuf::from)
+    }
+
+    /// The `config` mapping of the plugin's `plugin.yaml`, as JSON (`Null` when absent).
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     assert!(ctx.config().is_null());
+    /// });
+    /// ```
+    pub fn config(&self) -> serde_json::Value {
+        self.registrar
+            .host_call(RStr::from("plugin.config"), RStr::from("{}"))
+            .into_result()
+            .ok()
+            .and_then(|answer| serde_json::from_str(answer.as_str()).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
     /// Registers a callback for any hook or gateway event by name, with a raw view.
     ///
     /// Use it for hooks this SDK does not know yet; the typed methods are built on it. The

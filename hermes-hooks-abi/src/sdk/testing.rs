@@ -6,7 +6,7 @@
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
-    std_types::{RStr, RString},
+    std_types::{RResult, RStr, RString},
 };
 
 use crate::core::{
@@ -136,6 +136,10 @@ impl Registrar for LocalRegistrar {
 
     fn plugin_name(&self) -> RString {
         RString::from(self.name.as_str())
+    }
+
+    fn host_call(&self, capability: RStr<'_>, _args_json: RStr<'_>) -> RResult<RString, RString> {
+        RResult::RErr(RString::from(format!("unknown capability '{capability}'")))
     }
 
     fn logger(&self) -> HostLoggerBox {

@@ -1,0 +1,54 @@
+//! Command-line parsing and dispatch. `main` calls [`run`]; each subcommand is a file in
+//! `commands/`. Commands receive resolved [`Settings`], never clap types or environment.
+
+mod args;
+mod commands;
+mod settings;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use settings::Settings;
+
+/// How a command ended, mapped to the process exit code in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Everything worked: exit 0.
+    Success,
+    /// The command ran but reports a failure (a hook blocked, a check failed): exit 1.
+    Failure,
+    /// The command could not do its job (bad input, IO error): exit 2.
+    Error,
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> ExitCode {
+        match status {
+            ExitStatus::Success => ExitCode::SUCCESS,
+            ExitStatus::Failure => ExitCode::from(1),
+            ExitStatus::Error => ExitCode::from(2),
+        }
+    }
+}
+
+/// Parses `args`, resolves settings, runs the command, and turns errors into `hermes: ...`.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match args::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    hermes_host::logging::init();
+    let settings = Settings::resolve(&cli.global);
+    match commands::run(cli.command, &settings) {
+        Ok(status) => status.into(),
+        Err(err) => {
+            eprintln!("hermes: {err:#}");
+            ExitStatus::Error.into()
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Resolving command-line flags and environment into one `Settings`, before any command runs.
+
+use hermes_host::home::{Home, is_truthy};
+use hermes_host::plugins::DiscoverOptions;
+
+use super::args::GlobalArgs;
+
+/// Everything a command needs to know about where and how to run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The Hermes home.
+    pub home: Home,
+    /// Plugin discovery options.
+    pub discover: DiscoverOptions,
+    /// Whether unapproved shell hooks are approved (`--accept-hooks`, `HERMES_ACCEPT_HOOKS`).
+    #[allow(dead_code)] // read by the shell-hook commands
+    pub accept_hooks: bool,
+}
+
+impl Settings {
+    /// CLI flags first, then the environment. Sets `HERMES_HOME` for child processes, as the
+    /// reference does, so hooks and plugins see the same home.
+    pub fn resolve(args: &GlobalArgs) -> Settings {
+        let home = match (&args.home, &args.profile) {
+            (Some(dir), _) => Home::at(dir.clone()),
+            (None, Some(profile)) => Home::profile(profile),
+            (None, None) => Home::from_env(),
+        };
+        // SAFETY: called once at start-up, before any thread is spawned.
+        unsafe { std::env::set_var("HERMES_HOME", home.root()) };
+        let flag = |name: &str| std::env::var(name).is_ok_and(|v| is_truthy(&v));
+        let project_dir = flag("HERMES_ENABLE_PROJECT_PLUGINS")
+            .then(|| std::env::current_dir().ok().map(|d| d.join(".hermes").join("plugins")))
+            .flatten();
+        Settings {
+            home,
+            discover: DiscoverOptions { safe_mode: args.safe_mode || flag("HERMES_SAFE_MODE"), project_dir },
+            accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
+        }
+    }
+}

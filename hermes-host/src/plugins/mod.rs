@@ -1,0 +1,172 @@
+//! Native plugins: discovery, loading, enable/disable.
+//!
+//! Data flows one way: [`discover`] reads directories and manifests, [`load_all`] loads the
+//! enabled libraries and runs their `register`, and the callbacks go into the
+//! [`Registry`](crate::registry::Registry). Nothing here fires a hook. One broken plugin
+//! (bad manifest, missing or incompatible library, failing `register`) is reported with the
+//! file it concerns, and every other plugin still loads.
+
+mod discover;
+mod load;
+mod manifest;
+
+use std::path::PathBuf;
+
+pub use discover::{Candidate, DiscoverOptions, Status, discover};
+pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
+pub use manifest::Manifest;
+
+use crate::home::{Config, Home};
+use crate::registry::Registry;
+
+/// What happened to one discovered plugin.
+#[derive(Clone, Debug)]
+pub struct PluginReport {
+    /// `<name>` or `<category>/<name>`.
+    pub key: String,
+    /// The manifest name (the key when the manifest is broken).
+    pub name: String,
+    /// The manifest version.
+    pub version: String,
+    /// The plugin directory.
+    pub dir: PathBuf,
+    /// The library path, when the manifest names one.
+    pub library: Option<PathBuf>,
+    /// `None` when loaded; otherwise why not.
+    pub error: Option<String>,
+    /// The plugin hooks it registered, in order.
+    pub hooks: Vec<String>,
+    /// Hook names it registered that this host does not know.
+    pub unknown_hooks: Vec<String>,
+    /// The interface version it was built against, when loaded.
+    pub abi_version: Option<String>,
+    /// `debug` or `release`, when loaded.
+    pub build_profile: Option<String>,
+}
+
+impl PluginReport {
+    /// Whether the plugin loaded and registered.
+    pub fn loaded(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// A native gateway handler a plugin registered (a hook name with a colon).
+pub struct GatewayHandler {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The event or `prefix:*` wildcard.
+    pub event: String,
+    /// The callback's name.
+    pub callback_name: String,
+    /// The callback.
+    pub callback: hermes_hooks_abi::core::HookCallbackBox,
+}
+
+/// Everything loading produced besides the registry's callbacks.
+#[derive(Default)]
+pub struct LoadReport {
+    /// One report per discovered plugin, in discovery order.
+    pub plugins: Vec<PluginReport>,
+    /// Native gateway handlers, in load order.
+    pub gateway_handlers: Vec<GatewayHandler>,
+}
+
+/// Discovers, loads and registers every enabled plugin, appending its callbacks to
+/// `registry` in load order. Warnings go to the log with the reference's texts.
+///
+/// ```no_run
+/// use hermes_host::{home::Home, plugins::{load_all, DiscoverOptions}, registry::Registry};
+/// let home = Home::from_env();
+/// let (config, _) = home.load_config();
+/// let mut registry = Registry::new();
+/// let report = load_all(&home, &config, &DiscoverOptions::default(), &mut registry);
+/// for p in &report.plugins {
+///     println!("{} {}", p.name, if p.loaded() { "loaded" } else { "not loaded" });
+/// }
+/// ```
+pub fn load_all(home: &Home, config: &Config, options: &DiscoverOptions, registry: &mut Registry) -> LoadReport {
+    let mut report = LoadReport::default();
+    for candidate in discover(home, config, options) {
+        let mut entry = PluginReport {
+            key: candidate.key.clone(),
+            name: candidate.name().to_string(),
+            version: candidate.manifest.as_ref().map(|m| m.version.clone()).unwrap_or_default(),
+            dir: candidate.dir.clone(),
+            library: candidate.manifest.as_ref().ok().map(|m| candidate.dir.join(&m.library)),
+            error: None,
+            hooks: Vec::new(),
+            unknown_hooks: Vec::new(),
+            abi_version: None,
+            build_profile: None,
+        };
+        let manifest = match (&candidate.status, &candidate.manifest) {
+            (Status::Enabled, Ok(manifest)) => manifest,
+            (Status::Skipped(why), Err(_)) => {
+                tracing::warn!("{why}");
+                entry.error = Some(why.clone());
+                report.plugins.push(entry);
+                continue;
+            }
+            (Status::Skipped(why), Ok(_)) | (Status::Enabled, Err(why)) => {
+                if why.starts_with("duplicate") {
+                    tracing::warn!("{why}");
+                }
+                entry.error = Some(why.clone());
+                report.plugins.push(entry);
+                continue;
+            }
+        };
+        let path = candidate.dir.join(&manifest.library);
+        let library = match load_library(&path, &manifest.name) {
+            Ok(library) => library,
+            Err(why) => {
+                tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
+                entry.error = Some(why);
+                report.plugins.push(entry);
+                continue;
+            }
+        };
+        entry.abi_version = Some(library.abi_version().to_string());
+        entry.build_profile = Some(library.build_profile().to_string());
+        if library.build_profile() == "debug" && !cfg!(debug_assertions) {
+            tracing::warn!(
+                "{}: plugin '{}' is a debug build loaded into a release host; it works, but its hooks run unoptimised (build it with `cargo build --release`)",
+                path.display(),
+                manifest.name
+            );
+        }
+        let registration = register(library, manifest, &candidate.dir);
+        add_registration(&mut report, &mut entry, registration, registry, &manifest.name);
+        report.plugins.push(entry);
+    }
+    report
+}
+
+fn add_registration(
+    report: &mut LoadReport,
+    entry: &mut PluginReport,
+    registration: Registration,
+    registry: &mut Registry,
+    plugin: &str,
+) {
+    for (hook, callback_name, callback) in registration.hooks {
+        if hook.contains(':') {
+            report.gateway_handlers.push(GatewayHandler { plugin: plugin.to_string(), event: hook, callback_name, callback });
+            continue;
+        }
+        if hermes_hooks_abi::hooks::spec(&hook).is_none() {
+            tracing::warn!(
+                "Plugin '{plugin}' registered unknown hook '{hook}' (valid: {})",
+                hermes_hooks_abi::hooks::names_sorted().join(", ")
+            );
+            entry.unknown_hooks.push(hook.clone());
+        }
+        entry.hooks.push(hook.clone());
+        registry.add_native(&hook, plugin, &callback_name, callback);
+    }
+    if let Some(error) = registration.error {
+        tracing::warn!("Failed to load plugin '{plugin}': {error}");
+        entry.error = Some(error);
+    }
+}

@@ -1,0 +1,728 @@
+//! One ordered list of callbacks per hook, and the rules that combine their answers.
+//!
+//! Native plugin callbacks, in-process closures and out-of-process hooks (shell hooks) sit
+//! side by side in the same list, in the order they were added: plugins alphabetically and
+//! in registration order inside `register`, then shell hooks in config order. That order is
+//! assigned once, when callbacks are added, and it alone decides the outcome: out-of-process
+//! hooks of one event run concurrently, but their answers are combined in registry order, so
+//! the result is the one a sequential run would give.
+//!
+//! The rules, one per [`OutcomeKind`] (see [`Registry::fire`]):
+//!
+//! | hook | rule |
+//! |---|---|
+//! | `pre_tool_call` | first block (with a non-empty message) wins; modifies are merged in order |
+//! | `pre_llm_call` | every non-blank context, joined with a blank line, in order |
+//! | `transform_tool_result`, `transform_terminal_output` | first text wins |
+//! | `transform_llm_output` | first non-empty text wins |
+//! | `pre_gateway_dispatch` | first skip, rewrite or allow wins |
+//! | observers | answers ignored |
+//!
+//! Every failure is contained: a callback that fails or panics is logged as
+//! `Hook '<event>' callback <plugin>::<callback> raised: <message>` and the next one runs.
+//! An answer that does not fit the hook is logged and ignored.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::RString;
+use hermes_hooks_abi::core::{
+    EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action, no_host_calls,
+};
+use hermes_hooks_abi::hooks::{self, OutcomeKind, payload};
+
+/// How many out-of-process hooks of one event run at once.
+pub const MAX_PARALLEL_EXTERNAL: usize = 8;
+
+/// What a callback answered: a reply, no opinion, or a failure message.
+pub type HookResult = Result<Option<Reply>, String>;
+
+/// An in-process Rust callback, for hosts that embed the registry.
+pub type InProcessFn = dyn Fn(&EventView<'_>) -> HookResult + Send + Sync;
+
+/// A hook that runs outside the process (a shell hook), driven by the registry.
+///
+/// The registry calls [`matches`](ExternalHook::matches) first (cheap, on the caller's
+/// thread), then [`run`](ExternalHook::run) for the matching ones, concurrently, grouped by
+/// [`priority`](ExternalHook::priority).
+pub trait ExternalHook: Send + Sync {
+    /// Whether this hook wants this event (a tool matcher, for example).
+    fn matches(&self, event: &EventView<'_>) -> bool;
+    /// Runs the hook and returns its answer in the canonical reply shape. Failures the hook
+    /// handles itself (fail-open with a warning) come back as `Ok(None)`.
+    fn run(&self, event: &EventView<'_>) -> HookResult;
+    /// Hooks of equal priority run together; lower priorities run (and finish) first.
+    fn priority(&self) -> i64 {
+        0
+    }
+}
+
+/// Which hook system a callback belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A native plugin, by manifest name.
+    Plugin(Arc<str>),
+    /// A shell hook from `config.yaml`.
+    Shell,
+    /// A closure the embedding host added.
+    Host,
+}
+
+impl Source {
+    /// `plugin`, `shell` or `host`, as traces print it.
+    pub fn system(&self) -> &'static str {
+        match self {
+            Source::Plugin(_) => "plugin",
+            Source::Shell => "shell",
+            Source::Host => "host",
+        }
+    }
+}
+
+/// The callable part of an entry.
+pub enum Callback {
+    /// A closure from a native plugin, called through the stable ABI.
+    Native(HookCallbackBox),
+    /// A Rust closure in this process.
+    InProcess(Arc<InProcessFn>),
+    /// An out-of-process hook.
+    External(Arc<dyn ExternalHook>),
+}
+
+/// One registered callback.
+pub struct Entry {
+    /// Where it came from.
+    pub source: Source,
+    /// `<plugin>::<callback>` for plugins, `shell_hook[<event>:<command>]` for shell hooks.
+    pub label: String,
+    /// What to call.
+    pub callback: Callback,
+}
+
+/// One firing of one callback, for traces.
+#[derive(Clone, Debug)]
+pub struct FiringRecord {
+    /// `plugin`, `shell` or `host`.
+    pub system: &'static str,
+    /// The hook.
+    pub hook: String,
+    /// The callback's label.
+    pub callback: String,
+    /// What it answered, in words (`block: <message>`, `context`, `no opinion`, ...).
+    pub decision: String,
+    /// How long it took.
+    pub duration: Duration,
+    /// Its failure message, if it failed.
+    pub error: Option<String>,
+}
+
+/// Receives a [`FiringRecord`] for every callback run, when tracing is on.
+pub trait TraceSink: Send + Sync {
+    /// Called once per callback, in registry order.
+    fn record(&self, record: FiringRecord);
+}
+
+/// The ordered callbacks of every hook.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hermes_host::registry::{Registry, Outcome};
+/// use hermes_hooks_abi::core::{Reply, Field};
+///
+/// let mut registry = Registry::new();
+/// registry.add_in_process("pre_llm_call", "a", Arc::new(|_e| Ok(Some(Reply::new("context", "one")))));
+/// registry.add_in_process("pre_llm_call", "b", Arc::new(|_e| Ok(Some(Reply::new("context", "two")))));
+/// let outcome = registry.fire("pre_llm_call", &[Field::str("session_id", "s")]);
+/// assert_eq!(outcome, Outcome::Context(Some("one\n\ntwo".into())));
+/// ```
+#[derive(Default)]
+pub struct Registry {
+    hooks: HashMap<String, Vec<Entry>>,
+    trace: Option<Arc<dyn TraceSink>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Appends an entry to `hook`'s list. Unknown hook names are kept (never fired unless
+    /// someone fires that name), as the reference does.
+    pub fn add(&mut self, hook: &str, entry: Entry) {
+        self.hooks.entry(hook.to_string()).or_default().push(entry);
+    }
+
+    /// Appends a native plugin callback.
+    pub fn add_native(&mut self, hook: &str, plugin: &str, callback_name: &str, callback: HookCallbackBox) {
+        let label = format!("{plugin}::{callback_name}");
+        self.add(hook, Entry { source: Source::Plugin(plugin.into()), label, callback: Callback::Native(callback) });
+    }
+
+    /// Appends an in-process closure.
+    pub fn add_in_process(&mut self, hook: &str, name: &str, callback: Arc<InProcessFn>) {
+        self.add(hook, Entry { source: Source::Host, label: format!("host::{name}"), callback: Callback::InProcess(callback) });
+    }
+
+    /// Appends an out-of-process hook.
+    pub fn add_external(&mut self, hook: &str, source: Source, label: String, hook_impl: Arc<dyn ExternalHook>) {
+        self.add(hook, Entry { source, label, callback: Callback::External(hook_impl) });
+    }
+
+    /// Sends a [`FiringRecord`] for every callback run to `sink` from now on.
+    pub fn set_trace(&mut self, sink: Arc<dyn TraceSink>) {
+        self.trace = Some(sink);
+    }
+
+    /// The entries of `hook`, in registry order.
+    pub fn entries(&self, hook: &str) -> &[Entry] {
+        self.hooks.get(hook).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every hook name with at least one callback, sorted.
+    pub fn hook_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.hooks.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// Whether any callback is registered for `hook`.
+    pub fn has(&self, hook: &str) -> bool {
+        !self.entries(hook).is_empty()
+    }
+
+    /// Fires `hook` with `fields` and no host capabilities, and combines the answers.
+    pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
+        self.fire_with(hook, fields, no_host_calls())
+    }
+
+    /// Fires `hook` with `fields`, offering `host` capabilities to callbacks, and combines
+    /// the answers by the hook's rule (see the module doc). A hook this interface version
+    /// does not know is treated as an observer.
+    ///
+    /// The view a callback sees is invariant in its lifetime, so the hook name, the fields
+    /// and the capabilities share one lifetime: build `host` right before the call.
+    pub fn fire_with<'a>(&self, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+        let kind = hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome);
+        let entries = self.entries(hook);
+        if entries.is_empty() {
+            return Outcome::empty(kind);
+        }
+        let view = EventView::new(hook, fields, host);
+        let mut combiner = Combiner::new(kind);
+        self.each_answer(&view, entries, |entry, answer| combiner.take(hook, entry, answer));
+        combiner.finish()
+    }
+
+    /// `pre_tool_call`: may the tool run, and with which arguments?
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hermes_host::registry::Registry;
+    /// use hermes_hooks_abi::{core::Reply, hooks::payload::PreToolCallEvent};
+    ///
+    /// let mut registry = Registry::new();
+    /// registry.add_in_process("pre_tool_call", "guard", Arc::new(|_e| Ok(Some(Reply::new("block", "no")))));
+    /// let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", args: "{}", ..Default::default() });
+    /// assert_eq!(verdict.blocked.unwrap().message, "no");
+    /// ```
+    pub fn pre_tool_call(&self, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
+        match self.fire(payload::PreToolCallEvent::HOOK, &event.fields()) {
+            Outcome::Tool(verdict) => verdict,
+            _ => ToolVerdict::default(),
+        }
+    }
+
+    /// `pre_llm_call`: the context to append to the user message, if any.
+    pub fn pre_llm_call(&self, event: &payload::PreLlmCallEvent<'_>) -> Option<String> {
+        self.fire(payload::PreLlmCallEvent::HOOK, &event.fields()).into_text()
+    }
+
+    /// `transform_tool_result`: the replacement result, if any.
+    pub fn transform_tool_result(&self, event: &payload::TransformToolResultEvent<'_>) -> Option<String> {
+        self.fire(payload::TransformToolResultEvent::HOOK, &event.fields()).into_text()
+    }
+
+    /// `transform_terminal_output`: the replacement output, if any.
+    pub fn transform_terminal_output(&self, event: &payload::TransformTerminalOutputEvent<'_>) -> Option<String> {
+        self.fire(payload::TransformTerminalOutputEvent::HOOK, &event.fields()).into_text()
+    }
+
+    /// `transform_llm_output`: the replacement response, if any.
+    pub fn transform_llm_output(&self, event: &payload::TransformLlmOutputEvent<'_>) -> Option<String> {
+        self.fire(payload::TransformLlmOutputEvent::HOOK, &event.fields()).into_text()
+    }
+
+    /// `pre_gateway_dispatch`: what to do with an incoming message.
+    ///
+    /// `host` offers the `gateway.send` and `session.append` capabilities to the callbacks.
+    pub fn pre_gateway_dispatch<H: HostCalls>(&self, event: &payload::GatewayDispatchEvent<'_>, host: &H) -> DispatchVerdict {
+        let fields = event.fields();
+        let host = HostCalls_TO::from_const(host, abi_stable::sabi_trait::TD_Opaque);
+        match self.fire_with(payload::GatewayDispatchEvent::HOOK, &fields, host) {
+            Outcome::Dispatch(verdict) => verdict,
+            _ => DispatchVerdict::Dispatch,
+        }
+    }
+
+    /// Calls every entry in registry order and hands each answer to `take`, in that order.
+    /// Out-of-process hooks are started first, concurrently by priority group, while native
+    /// callbacks run inline on this thread.
+    fn each_answer(&self, view: &EventView<'_>, entries: &[Entry], mut take: impl FnMut(&Entry, HookResult)) {
+        let externals = entries.iter().any(|e| matches!(e.callback, Callback::External(_)));
+        if !externals {
+            for entry in entries {
+                let answer = self.call_inline(view, entry);
+                take(entry, answer);
+            }
+            return;
+        }
+        let mut answers: Vec<Option<HookResult>> = entries.iter().map(|_| None).collect();
+        run_externals(view, entries, &mut answers);
+        for (entry, slot) in entries.iter().zip(answers) {
+            let answer = match slot {
+                Some(answer) => answer,
+                None => self.call_inline(view, entry),
+            };
+            if let (Some(trace), Callback::External(_)) = (&self.trace, &entry.callback) {
+                trace.record(record(view, entry, &answer, Duration::ZERO));
+            }
+            take(entry, answer);
+        }
+    }
+
+    fn call_inline(&self, view: &EventView<'_>, entry: &Entry) -> HookResult {
+        let started = self.trace.as_ref().map(|_| Instant::now());
+        let answer = match &entry.callback {
+            Callback::Native(cb) => cb.call(view).map(Into::into).map_err(RString::into_string).into_result(),
+            Callback::InProcess(f) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(view))) {
+                Ok(answer) => answer,
+                Err(payload) => Err(panic_text(payload.as_ref())),
+            },
+            Callback::External(ext) => {
+                if ext.matches(view) {
+                    ext.run(view)
+                } else {
+                    Ok(None)
+                }
+            }
+        };
+        if let (Some(trace), Some(started)) = (&self.trace, started) {
+            trace.record(record(view, entry, &answer, started.elapsed()));
+        }
+        answer
+    }
+}
+
+fn record(view: &EventView<'_>, entry: &Entry, answer: &HookResult, duration: Duration) -> FiringRecord {
+    let (decision, error) = match answer {
+        Ok(None) => ("no opinion".to_string(), None),
+        Ok(Some(reply)) if reply.text.is_empty() => (reply.action.to_string(), None),
+        Ok(Some(reply)) => (format!("{}: {}", reply.action, reply.text), None),
+        Err(e) => ("failed".to_string(), Some(e.clone())),
+    };
+    FiringRecord {
+        system: entry.source.system(),
+        hook: view.hook.to_string(),
+        callback: entry.label.clone(),
+        decision,
+        duration,
+        error,
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic with a non-string payload".to_string())
+}
+
+/// Runs the matching external entries, group by group in ascending priority, each group
+/// concurrently (at most [`MAX_PARALLEL_EXTERNAL`] at once), and stores their answers.
+fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<HookResult>]) {
+    let mut jobs: Vec<(usize, i64, &Arc<dyn ExternalHook>)> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if let Callback::External(ext) = &entry.callback {
+            if ext.matches(view) {
+                jobs.push((i, ext.priority(), ext));
+            } else {
+                answers[i] = Some(Ok(None));
+            }
+        }
+    }
+    jobs.sort_by_key(|(i, priority, _)| (*priority, *i));
+    for group in jobs.chunk_by(|a, b| a.1 == b.1) {
+        if let [(i, _, ext)] = group {
+            answers[*i] = Some(ext.run(view));
+            continue;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<HookResult>>> = group.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..group.len().min(MAX_PARALLEL_EXTERNAL) {
+                scope.spawn(|| {
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((_, _, ext)) = group.get(k) else { break };
+                        let answer = ext.run(view);
+                        if let Ok(mut slot) = results[k].lock() {
+                            *slot = Some(answer);
+                        }
+                    }
+                });
+            }
+        });
+        for ((i, _, _), result) in group.iter().zip(results) {
+            let answer = result.into_inner().ok().flatten().unwrap_or_else(|| Err("the hook's worker thread panicked".into()));
+            answers[*i] = Some(answer);
+        }
+    }
+}
+
+/// The combined answer of one firing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// An observer hook: answers are ignored.
+    Observed,
+    /// `pre_tool_call`.
+    Tool(ToolVerdict),
+    /// `pre_llm_call`: the joined context.
+    Context(Option<String>),
+    /// A transform: the replacement text.
+    Replace(Option<String>),
+    /// `pre_gateway_dispatch`.
+    Dispatch(DispatchVerdict),
+}
+
+impl Outcome {
+    fn empty(kind: OutcomeKind) -> Outcome {
+        Combiner::new(kind).finish()
+    }
+
+    /// The text of a `Context` or `Replace` outcome.
+    ///
+    /// ```
+    /// use hermes_host::registry::Outcome;
+    /// assert_eq!(Outcome::Replace(Some("x".into())).into_text(), Some("x".into()));
+    /// assert_eq!(Outcome::Observed.into_text(), None);
+    /// ```
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            Outcome::Context(text) | Outcome::Replace(text) => text,
+            Outcome::Observed | Outcome::Tool(_) | Outcome::Dispatch(_) => None,
+        }
+    }
+}
+
+/// Whether a tool may run, and with which argument changes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolVerdict {
+    /// The first block, if any callback blocked.
+    pub blocked: Option<Blocked>,
+    /// The argument keys to merge over the original arguments (every modify, in registry
+    /// order; a later one overrides an earlier one's key). `None` when nothing modified them.
+    pub modified_args: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl ToolVerdict {
+    /// `args` with the modifications merged over it (an object; a non-object becomes `{}`).
+    ///
+    /// ```
+    /// use hermes_host::registry::ToolVerdict;
+    /// let mut v = ToolVerdict::default();
+    /// v.modified_args = Some(serde_json::json!({"timeout": 5}).as_object().unwrap().clone());
+    /// let args = v.apply(&serde_json::json!({"command": "ls", "timeout": 60}));
+    /// assert_eq!(args, serde_json::json!({"command": "ls", "timeout": 5}));
+    /// ```
+    pub fn apply(&self, args: &serde_json::Value) -> serde_json::Value {
+        let mut merged = args.as_object().cloned().unwrap_or_default();
+        if let Some(changes) = &self.modified_args {
+            for (k, v) in changes {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::Value::Object(merged)
+    }
+
+    /// The tool result the model sees when the call is blocked: `{"error": "<message>"}`.
+    ///
+    /// ```
+    /// use hermes_host::registry::{ToolVerdict, Blocked};
+    /// let v = ToolVerdict { blocked: Some(Blocked { message: "no é".into(), by: "g::f".into() }), modified_args: None };
+    /// assert_eq!(v.error_result().unwrap(), r#"{"error": "no é"}"#);
+    /// ```
+    pub fn error_result(&self) -> Option<String> {
+        let blocked = self.blocked.as_ref()?;
+        Some(format!("{{\"error\": {}}}", serde_json::Value::String(blocked.message.clone())))
+    }
+}
+
+/// A block, and who blocked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// The message the model sees.
+    pub message: String,
+    /// The callback's label.
+    pub by: String,
+}
+
+/// What to do with an incoming gateway message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DispatchVerdict {
+    /// No hook decided: dispatch normally.
+    #[default]
+    Dispatch,
+    /// Drop the message.
+    Skip {
+        /// The reason the hook gave.
+        reason: String,
+        /// The callback's label.
+        by: String,
+    },
+    /// Dispatch with this text instead.
+    Rewrite {
+        /// The new text.
+        text: String,
+        /// The callback's label.
+        by: String,
+    },
+    /// Dispatch as is; a hook said so explicitly.
+    Allow {
+        /// The callback's label.
+        by: String,
+    },
+}
+
+/// Folds answers into an [`Outcome`] by the hook's rule. One `match` per rule, no catch-all
+/// arm: a new [`OutcomeKind`] does not compile until its rule is written here.
+struct Combiner {
+    kind: OutcomeKind,
+    tool: ToolVerdict,
+    contexts: Vec<String>,
+    text: Option<String>,
+    dispatch: Option<DispatchVerdict>,
+}
+
+impl Combiner {
+    fn new(kind: OutcomeKind) -> Combiner {
+        Combiner { kind, tool: ToolVerdict::default(), contexts: Vec::new(), text: None, dispatch: None }
+    }
+
+    fn take(&mut self, hook: &str, entry: &Entry, answer: HookResult) {
+        let reply = match answer {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return,
+            Err(message) => {
+                tracing::warn!("Hook '{hook}' callback {} raised: {message}", entry.label);
+                return;
+            }
+        };
+        let act = reply.action.as_str();
+        let unusable = |why: &str| {
+            tracing::warn!("Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it", entry.label);
+        };
+        match self.kind {
+            // Observers' return values are ignored, as in the reference.
+            OutcomeKind::Observer => {}
+            // First block with a non-empty message wins; modifies merge in registry order.
+            OutcomeKind::ToolDecision => match act {
+                action::BLOCK if reply.text.trim().is_empty() => unusable("a block without a message"),
+                action::BLOCK => {
+                    if self.tool.blocked.is_none() {
+                        self.tool.blocked = Some(Blocked { message: reply.text.into_string(), by: entry.label.clone() });
+                    }
+                }
+                action::MODIFY => match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
+                    Ok(serde_json::Value::Object(changes)) => {
+                        let merged = self.tool.modified_args.get_or_insert_with(Default::default);
+                        merged.extend(changes);
+                    }
+                    _ => unusable("a modify whose args are not a JSON object"),
+                },
+                other => unusable(&format!("action '{other}' does not apply to pre_tool_call")),
+            },
+            // Every non-blank context, joined later with a blank line.
+            OutcomeKind::Context => match act {
+                action::CONTEXT if reply.text.trim().is_empty() => {}
+                action::CONTEXT => self.contexts.push(reply.text.into_string()),
+                other => unusable(&format!("action '{other}' does not apply to pre_llm_call")),
+            },
+            // First text wins, even an empty one.
+            OutcomeKind::Replace => match act {
+                action::REPLACE => {
+                    if self.text.is_none() {
+                        self.text = Some(reply.text.into_string());
+                    }
+                }
+                other => unusable(&format!("action '{other}' does not apply to a transform hook")),
+            },
+            // First non-empty text wins.
+            OutcomeKind::ReplaceNonEmpty => match act {
+                action::REPLACE => {
+                    if self.text.is_none() && !reply.text.is_empty() {
+                        self.text = Some(reply.text.into_string());
+                    }
+                }
+                other => unusable(&format!("action '{other}' does not apply to a transform hook")),
+            },
+            // First skip, rewrite or allow wins; later answers are not looked at.
+            OutcomeKind::Dispatch => {
+                if self.dispatch.is_some() {
+                    return;
+                }
+                let by = entry.label.clone();
+                self.dispatch = match act {
+                    action::SKIP => Some(DispatchVerdict::Skip { reason: reply.text.into_string(), by }),
+                    action::REWRITE => Some(DispatchVerdict::Rewrite { text: reply.text.into_string(), by }),
+                    action::ALLOW => Some(DispatchVerdict::Allow { by }),
+                    other => {
+                        unusable(&format!("action '{other}' does not apply to pre_gateway_dispatch"));
+                        None
+                    }
+                };
+            }
+        }
+    }
+
+    fn finish(self) -> Outcome {
+        match self.kind {
+            OutcomeKind::Observer => Outcome::Observed,
+            OutcomeKind::ToolDecision => Outcome::Tool(self.tool),
+            OutcomeKind::Context => {
+                Outcome::Context(if self.contexts.is_empty() { None } else { Some(self.contexts.join("\n\n")) })
+            }
+            OutcomeKind::Replace | OutcomeKind::ReplaceNonEmpty => Outcome::Replace(self.text),
+            OutcomeKind::Dispatch => Outcome::Dispatch(self.dispatch.unwrap_or_default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(act: &str, text: &str) -> Arc<InProcessFn> {
+        let r = Reply::new(act, text);
+        Arc::new(move |_e| Ok(Some(r.clone())))
+    }
+
+    #[test]
+    fn first_block_wins_in_registry_order() {
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_tool_call", "a", Arc::new(|_e| Ok(None)));
+        reg.add_in_process("pre_tool_call", "b", reply("block", "from b"));
+        reg.add_in_process("pre_tool_call", "c", reply("block", "from c"));
+        let v = reg.pre_tool_call(&payload::PreToolCallEvent::default());
+        assert_eq!(v.blocked, Some(Blocked { message: "from b".into(), by: "host::b".into() }));
+    }
+
+    #[test]
+    fn block_without_message_is_ignored() {
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_tool_call", "a", reply("block", "  "));
+        assert_eq!(reg.pre_tool_call(&payload::PreToolCallEvent::default()).blocked, None);
+    }
+
+    #[test]
+    fn modifies_merge_in_registry_order() {
+        let mut reg = Registry::new();
+        let m = |json: &'static str| -> Arc<InProcessFn> {
+            Arc::new(move |_e| {
+                let mut r = Reply::new("modify", "");
+                r.json = json.into();
+                Ok(Some(r))
+            })
+        };
+        reg.add_in_process("pre_tool_call", "a", m(r#"{"x": 1, "y": 1}"#));
+        reg.add_in_process("pre_tool_call", "b", m(r#"{"y": 2}"#));
+        reg.add_in_process("pre_tool_call", "c", m(r#"[1]"#));
+        let v = reg.pre_tool_call(&payload::PreToolCallEvent::default());
+        assert_eq!(v.apply(&serde_json::json!({"z": 0})), serde_json::json!({"z": 0, "x": 1, "y": 2}));
+    }
+
+    #[test]
+    fn contexts_join_with_a_blank_line_and_skip_blank_ones() {
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_llm_call", "a", reply("context", "one"));
+        reg.add_in_process("pre_llm_call", "b", reply("context", "   "));
+        reg.add_in_process("pre_llm_call", "c", reply("context", "two"));
+        assert_eq!(reg.pre_llm_call(&Default::default()), Some("one\n\ntwo".into()));
+    }
+
+    #[test]
+    fn first_text_wins_even_empty_for_tool_results() {
+        let mut reg = Registry::new();
+        reg.add_in_process("transform_tool_result", "a", Arc::new(|_e| Ok(None)));
+        reg.add_in_process("transform_tool_result", "b", reply("replace", ""));
+        reg.add_in_process("transform_tool_result", "c", reply("replace", "late"));
+        assert_eq!(reg.transform_tool_result(&Default::default()), Some(String::new()));
+    }
+
+    #[test]
+    fn first_non_empty_text_wins_for_llm_output() {
+        let mut reg = Registry::new();
+        reg.add_in_process("transform_llm_output", "a", reply("replace", ""));
+        reg.add_in_process("transform_llm_output", "b", reply("replace", "B"));
+        reg.add_in_process("transform_llm_output", "c", reply("replace", "C"));
+        assert_eq!(reg.transform_llm_output(&Default::default()), Some("B".into()));
+    }
+
+    #[test]
+    fn first_skip_rewrite_or_allow_decides_dispatch() {
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_gateway_dispatch", "a", reply("something-else", ""));
+        reg.add_in_process("pre_gateway_dispatch", "b", reply("rewrite", "new text"));
+        reg.add_in_process("pre_gateway_dispatch", "c", reply("skip", "spam"));
+        let v = reg.pre_gateway_dispatch(&Default::default(), &hermes_hooks_abi::core::NoHostCalls);
+        assert_eq!(v, DispatchVerdict::Rewrite { text: "new text".into(), by: "host::b".into() });
+    }
+
+    #[test]
+    fn a_panicking_callback_does_not_stop_the_next() {
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_llm_call", "boom", Arc::new(|_e| panic!("kaboom")));
+        reg.add_in_process("pre_llm_call", "ok", reply("context", "still here"));
+        assert_eq!(reg.pre_llm_call(&Default::default()), Some("still here".into()));
+    }
+
+    #[test]
+    fn observers_ignore_answers() {
+        let mut reg = Registry::new();
+        reg.add_in_process("post_tool_call", "a", reply("block", "ignored"));
+        assert_eq!(reg.fire("post_tool_call", &[]), Outcome::Observed);
+    }
+
+    struct Slow {
+        delay_ms: u64,
+        text: &'static str,
+        log: Arc<std::sync::Mutex<Vec<&'static str>>>,
+    }
+
+    impl ExternalHook for Slow {
+        fn matches(&self, _e: &EventView<'_>) -> bool {
+            true
+        }
+        fn run(&self, _e: &EventView<'_>) -> HookResult {
+            std::thread::sleep(Duration::from_millis(self.delay_ms));
+            if let Ok(mut log) = self.log.lock() {
+                log.push(self.text);
+            }
+            Ok(Some(Reply::new("context", self.text)))
+        }
+    }
+
+    #[test]
+    fn concurrent_external_hooks_combine_in_registry_order() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reg = Registry::new();
+        reg.add_in_process("pre_llm_call", "native", reply("context", "native"));
+        reg.add_external("pre_llm_call", Source::Shell, "slow".into(), Arc::new(Slow { delay_ms: 150, text: "slow", log: log.clone() }));
+        reg.add_external("pre_llm_call", Source::Shell, "fast".into(), Arc::new(Slow { delay_ms: 0, text: "fast", log: log.clone() }));
+        assert_eq!(reg.pre_llm_call(&Default::default()), Some("native\n\nslow\n\nfast".into()));
+        // They really ran concurrently: the fast one finished first.
+        assert_eq!(*log.lock().unwrap(), vec!["fast", "slow"]);
+    }
+}

@@ -1,0 +1,13 @@
+//! A plugin built against interface 1.1: it registers `pre_api_request` (added in 1.1) and
+//! reads `turn_id` (a field added in 1.1), so it shows how a newer plugin behaves in an
+//! older host: the unknown hook is reported and kept, the unknown field reads as `None`.
+
+use hermes_hooks_abi::prelude::*;
+
+/// Registers a 1.0 hook that reads a 1.1 field, and a 1.1 hook.
+pub fn register(ctx: &mut PluginContext) {
+    ctx.pre_tool_call(|e| ToolDecision::block(format!("v1.1 plugin saw {} with turn_id={:?}", e.tool_name(), e.turn_id())));
+    ctx.pre_api_request(|e| tracing::info!(model = e.model(), "pre_api_request"));
+}
+
+hermes_hooks_abi::export_plugin!(register);
