@@ -1,0 +1,97 @@
+//! Interface compatibility, proven with real builds: a plugin built against the frozen 1.0
+//! copy loads and fires in this (1.1) host; a plugin built against 1.1 loads in a host built
+//! on 1.0 (its 1.1 hook reported, its 1.1 field absent); a 2.0 plugin is refused with one
+//! line while the others load.
+
+use hermes_hooks_abi::hooks::payload::{PreLlmCallEvent, PreToolCallEvent};
+use hermes_tests::support::{TestHome, built, workspace};
+
+const V1_0_MANIFEST: &str = "name: plugin-v1_0\nversion: 0.1.0\nlibrary: libplugin_v1_0.so\n";
+const V2_0_MANIFEST: &str = "name: plugin-v2_0\nversion: 0.1.0\nlibrary: libplugin_v2_0.so\n";
+
+#[test]
+fn a_plugin_built_against_the_frozen_1_0_interface_loads_and_fires_in_this_host() {
+    let home = TestHome::new();
+    home.install_lib("old", &built().plugin_v1_0(), V1_0_MANIFEST, None, None);
+    home.config("plugins:\n  enabled: [plugin-v1_0]\n");
+    let (registry, report) = home.load();
+    let plugin = &report.plugins[0];
+    assert!(plugin.loaded(), "{:?}", plugin.error);
+    assert_eq!(plugin.abi_version.as_deref(), Some("1.0.0"));
+    let verdict = registry.pre_tool_call(&PreToolCallEvent {
+        tool_name: "terminal",
+        args: r#"{"command": "rm -rf build"}"#,
+        turn_id: Some("t-7"),
+        ..Default::default()
+    });
+    assert_eq!(verdict.blocked.map(|b| b.message).as_deref(), Some("v1.0 plugin blocks rm in terminal"));
+    let context = registry.pre_llm_call(&PreLlmCallEvent { session_id: "s-1", ..Default::default() });
+    assert_eq!(context.as_deref(), Some("context from a 1.0 plugin for s-1"));
+}
+
+#[test]
+fn the_frozen_copy_differs_from_the_current_interface_only_by_additions() {
+    // The core (everything abi_stable checks) must be byte-identical to the frozen 1.0 copy.
+    let current = std::fs::read_to_string(workspace().join("hermes-hooks-abi/src/core/mod.rs")).unwrap();
+    let frozen = std::fs::read_to_string(workspace().join("tests/fixtures/abi-1.0/hermes-hooks-abi/src/core/mod.rs")).unwrap();
+    assert_eq!(current, frozen, "the frozen core changed: old plugins would stop loading");
+}
+
+#[test]
+fn a_plugin_built_against_1_1_loads_in_a_host_built_on_1_0() {
+    let out = std::process::Command::new(built().host_v1_0())
+        .arg(built().lib("compat-v1_1"))
+        .arg("compat-v1_1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "loaded compat-v1_1: interface 1.1.0 (host 1.0.0)",
+            "registered pre_tool_call register::{{closure}}",
+            "unknown hook pre_api_request (kept, never fired by this host)",
+            "fired pre_tool_call register::{{closure}}: block v1.1 plugin saw terminal with turn_id=None",
+        ]
+    );
+}
+
+#[test]
+fn the_same_1_1_plugin_sees_its_new_field_in_a_1_1_host() {
+    let home = TestHome::new();
+    home.install("compat", "compat-v1_1", None, None);
+    home.config("plugins:\n  enabled: [compat-v1_1]\n");
+    let (registry, report) = home.load();
+    assert!(report.plugins[0].unknown_hooks.is_empty());
+    assert_eq!(report.plugins[0].hooks, ["pre_tool_call", "pre_api_request"]);
+    let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", turn_id: Some("t-7"), ..Default::default() });
+    assert_eq!(verdict.blocked.map(|b| b.message).as_deref(), Some("v1.1 plugin saw terminal with turn_id=Some(\"t-7\")"));
+}
+
+#[test]
+fn an_incompatible_plugin_is_refused_with_one_line_and_the_others_load() {
+    let home = TestHome::new();
+    home.install_lib("new", &built().plugin_v2_0(), V2_0_MANIFEST, None, None);
+    home.install_lib("old", &built().plugin_v1_0(), V1_0_MANIFEST, None, None);
+    home.config("plugins:\n  enabled: [plugin-v1_0, plugin-v2_0]\n");
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    run.expect_code(0);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let new = &list["plugins"][0];
+    let error = new["error"].as_str().unwrap();
+    let lib = home.path().join("plugins/new/libplugin_v2_0.so");
+    assert_eq!(
+        error,
+        format!(
+            "{}: plugin 'plugin-v2_0' was built against hermes-hooks-abi 2.0.0, this host speaks 1.1.0: the major versions differ; rebuild the plugin against hermes-hooks-abi 1.x",
+            lib.display()
+        )
+    );
+    assert_eq!(list["plugins"][1]["enabled"], true);
+    // One warning line in the log, too.
+    let stderr = run.stderr();
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("plugin-v2_0")).collect();
+    assert_eq!(warnings.len(), 1, "{}", run.describe());
+}

@@ -1,0 +1,1 @@
+//! The example plugins in `plugins/`, installed together and doing their jobs.

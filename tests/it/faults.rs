@@ -1,0 +1,107 @@
+//! A plugin that panics, answers junk, registers unknown hooks or fails in `register` never
+//! takes the host down; and the logging bridge carries a plugin's `tracing` into the host.
+
+use hermes_tests::support::TestHome;
+
+fn faulty_home(extra_config: Option<&str>) -> TestHome {
+    let home = TestHome::new();
+    let log = home.path().join("calls.log");
+    home.install("faulty", "faulty", None, extra_config);
+    let config = format!("{{log: '{}', tag: z, answers: {{pre_tool_call: {{action: block, text: blocked after the panic}}}}}}", log.display());
+    home.install("zz-recorder", "recorder", Some("zz-recorder"), Some(&config));
+    home.config("plugins:\n  enabled: [faulty, zz-recorder]\n");
+    home
+}
+
+#[test]
+fn a_panicking_callback_is_logged_and_dispatch_continues() {
+    let home = faulty_home(None);
+    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", r#"{"tool_name": "terminal"}"#], &[]);
+    run.expect_code(0);
+    let err = run.stderr();
+    assert!(
+        err.contains("Hook 'pre_tool_call' callback faulty::explode raised: deliberate panic in pre_tool_call for terminal"),
+        "{}",
+        run.describe()
+    );
+    // No `thread panicked` noise from the plugin's own panic hook.
+    assert!(!err.contains("panicked at"), "{}", run.describe());
+    // The next plugin still ran, and its block is the outcome.
+    assert!(run.stdout().contains("Outcome: blocked by zz-recorder::record: blocked after the panic"), "{}", run.describe());
+}
+
+#[test]
+fn junk_answers_are_warned_about_and_ignored() {
+    let home = faulty_home(None);
+    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", "{}"], &[]);
+    let err = run.stderr();
+    for expected in [
+        "Hook 'pre_tool_call' callback faulty::empty_block returned an unusable answer (a block without a message); ignoring it",
+        "Hook 'pre_tool_call' callback faulty::bad_modify returned an unusable answer (a modify whose args are not a JSON object); ignoring it",
+        "Hook 'pre_tool_call' callback faulty::unknown_action returned an unusable answer (action 'frobnicate' does not apply to pre_tool_call); ignoring it",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?}\n{}", run.describe());
+    }
+}
+
+#[test]
+fn an_error_from_a_callback_is_logged_like_a_raise() {
+    let home = faulty_home(None);
+    let run = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", r#"{"session_id": "s1"}"#], &[]);
+    run.expect_code(0);
+    assert!(
+        run.stderr().contains("Hook 'pre_llm_call' callback faulty::returns_error raised: the memory backend is down"),
+        "{}",
+        run.describe()
+    );
+    assert!(run.stdout().contains("Outcome: context: context from faulty"), "{}", run.describe());
+}
+
+#[test]
+fn unknown_hook_names_are_kept_and_warned_about() {
+    let home = faulty_home(None);
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    let valid = hermes_hooks_abi::hooks::names_sorted().join(", ");
+    assert!(
+        run.stderr().contains(&format!("Plugin 'faulty' registered unknown hook 'pre_tool_use' (valid: {valid})")),
+        "{}",
+        run.describe()
+    );
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(list["plugins"][0]["unknown_hooks"], serde_json::json!(["pre_tool_use"]));
+    // Kept: firing that name by hand reaches it.
+    let fired = home.hermes(&["plugins", "fire", "pre_tool_use"], &[]);
+    assert!(fired.stdout().contains("faulty::misspelled  no opinion"), "{}", fired.describe());
+}
+
+#[test]
+fn a_panic_in_register_fails_that_plugin_only_and_keeps_its_earlier_hooks() {
+    let home = faulty_home(Some("{panic_in_register: true}"));
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    run.expect_code(0);
+    assert!(
+        run.stderr().contains("Failed to load plugin 'faulty': register() panicked: deliberate panic in register"),
+        "{}",
+        run.describe()
+    );
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(list["plugins"][0]["enabled"], false);
+    assert_eq!(list["plugins"][0]["hooks"], serde_json::json!(["on_session_start"]));
+    assert_eq!(list["plugins"][1]["enabled"], true);
+}
+
+#[test]
+fn plugin_logs_reach_the_host_log_filtered_by_its_level() {
+    let home = faulty_home(None);
+    let payload = r#"{"session_id": "s-42"}"#;
+    let info = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("HERMES_LOG", "info")]);
+    let err = info.stderr();
+    assert!(err.contains("faulty saw pre_llm_call session=\"s-42\"") && err.contains("plugin=\"faulty\""), "{}", info.describe());
+    assert!(!err.contains("faulty pre_llm_call debug detail"), "{}", info.describe());
+
+    let debug = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("RUST_LOG", "debug")]);
+    assert!(debug.stderr().contains("faulty pre_llm_call debug detail"), "{}", debug.describe());
+
+    let quiet = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("HERMES_LOG", "error")]);
+    assert!(!quiet.stderr().contains("faulty saw pre_llm_call"), "{}", quiet.describe());
+}

@@ -1,0 +1,4 @@
+//! Support for the integration tests: building the test plugins and fixtures once, and
+//! temporary Hermes homes to install them into. The tests themselves are in `main.rs`.
+
+pub mod support;

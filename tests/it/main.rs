@@ -1,0 +1,14 @@
+//! The single integration-test binary. Each module is one area; all of them build real
+//! plugin libraries from source (once per run) and load them into a real host.
+
+// Plugin discovery, loading, registry order and the aggregation rules with real plugins.
+mod plugins;
+// The example plugins doing their jobs.
+mod examples;
+// Panics, junk answers, unknown hooks, failing `register`, the logging bridge.
+mod faults;
+// Interface compatibility: a frozen 1.0 plugin in this host, a 1.1 plugin in a 1.0 host,
+// a 2.0 plugin refused.
+mod compat;
+// `hermes plugins ...` output and exit codes.
+mod cli;

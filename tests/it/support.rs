@@ -1,0 +1,224 @@
+//! Building what the tests load, once per test run, and temporary homes.
+//!
+//! The plugins are built by a nested `cargo build` into `target/it`, a target directory of
+//! their own, so the nested build never waits on the outer `cargo test`'s lock. The frozen
+//! 1.0 and the 2.0 fixtures are workspaces of their own with their own target directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The crates the tests load, all built in debug mode into `target/it`.
+pub const PACKAGES: &[&str] = &[
+    "audit-log", "guardrail", "memory", "secret-redactor", "metrics", "faulty", "recorder", "compat-v1_1", "noop",
+];
+
+/// What the nested builds produced.
+pub struct Built {
+    target: PathBuf,
+    fixtures_1_0: PathBuf,
+    fixtures_2_0: PathBuf,
+}
+
+impl Built {
+    /// `lib<name>.so` of a workspace package.
+    pub fn lib(&self, package: &str) -> PathBuf {
+        self.target.join("debug").join(format!("lib{}.so", package.replace('-', "_")))
+    }
+
+    /// The `hermes` binary.
+    pub fn hermes(&self) -> PathBuf {
+        self.target.join("debug").join("hermes")
+    }
+
+    /// The target directory the plugins were built in (for `hermes plugins install`).
+    pub fn target_dir(&self) -> &Path {
+        &self.target
+    }
+
+    /// The plugin built against the frozen 1.0 interface.
+    pub fn plugin_v1_0(&self) -> PathBuf {
+        self.fixtures_1_0.join("debug").join("libplugin_v1_0.so")
+    }
+
+    /// The host built against the frozen 1.0 interface.
+    pub fn host_v1_0(&self) -> PathBuf {
+        self.fixtures_1_0.join("debug").join("host-v1_0")
+    }
+
+    /// The plugin built against the incompatible 2.0 interface.
+    pub fn plugin_v2_0(&self) -> PathBuf {
+        self.fixtures_2_0.join("debug").join("libplugin_v2_0.so")
+    }
+}
+
+/// Builds everything once per test run and returns where it is.
+pub fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = workspace();
+        let target = root.join("target").join("it");
+        let mut args: Vec<String> = vec!["build".into(), "-p".into(), "hermes-host".into()];
+        for p in PACKAGES {
+            args.push("-p".into());
+            args.push((*p).into());
+        }
+        cargo(&root, &args, &target);
+        let fixtures = root.join("tests").join("fixtures");
+        let fixtures_1_0 = root.join("target").join("it-abi-1.0");
+        cargo(&fixtures.join("abi-1.0"), &["build".into()], &fixtures_1_0);
+        let fixtures_2_0 = root.join("target").join("it-abi-2.0");
+        cargo(&fixtures.join("abi-2.0"), &["build".into()], &fixtures_2_0);
+        Built { target, fixtures_1_0, fixtures_2_0 }
+    })
+}
+
+fn cargo(dir: &Path, args: &[String], target: &Path) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(dir)
+        .args(args)
+        .arg("--target-dir")
+        .arg(target)
+        .env_remove("RUSTFLAGS")
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo in {}: {e}", dir.display()));
+    assert!(status.success(), "cargo {args:?} failed in {}", dir.display());
+}
+
+/// A temporary `$HERMES_HOME`.
+pub struct TestHome {
+    dir: tempfile::TempDir,
+}
+
+impl Default for TestHome {
+    fn default() -> Self {
+        TestHome::new()
+    }
+}
+
+impl TestHome {
+    /// An empty home.
+    pub fn new() -> TestHome {
+        TestHome { dir: tempfile::tempdir().expect("a temporary directory") }
+    }
+
+    /// The home directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The resolved home, for the library API.
+    pub fn home(&self) -> hermes_host::home::Home {
+        hermes_host::home::Home::at(self.path())
+    }
+
+    /// Installs a built workspace plugin as `plugins/<dir>` with its own plugin.yaml, with
+    /// `name` and `config` replaced when given.
+    pub fn install(&self, dir: &str, package: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+        let src = workspace().join(plugin_crate_dir(package));
+        let manifest = std::fs::read_to_string(src.join("plugin.yaml")).expect("the package has a plugin.yaml");
+        self.install_lib(dir, &built().lib(package), &manifest, name, config)
+    }
+
+    /// Installs `lib` as `plugins/<dir>` with the given manifest text.
+    pub fn install_lib(&self, dir: &str, lib: &Path, manifest: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+        let dest = self.path().join("plugins").join(dir);
+        std::fs::create_dir_all(&dest).expect("create the plugin dir");
+        let file = lib.file_name().expect("a library file name");
+        std::fs::copy(lib, dest.join(file)).unwrap_or_else(|e| panic!("copy {}: {e}", lib.display()));
+        let mut text: String = manifest.lines().filter(|l| !(name.is_some() && l.starts_with("name:"))).map(|l| format!("{l}\n")).collect();
+        if let Some(name) = name {
+            text.push_str(&format!("name: {name}\n"));
+        }
+        if let Some(config) = config {
+            text.push_str(&format!("config: {config}\n"));
+        }
+        std::fs::write(dest.join("plugin.yaml"), text).expect("write plugin.yaml");
+        dest
+    }
+
+    /// Writes `config.yaml`.
+    pub fn config(&self, text: &str) {
+        std::fs::write(self.path().join("config.yaml"), text).expect("write config.yaml");
+    }
+
+    /// Runs `hermes --home <this home> <args>` with `env` set.
+    pub fn hermes(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(built().hermes());
+        cmd.arg("--home").arg(self.path()).args(args);
+        cmd.env_remove("HERMES_LOG").env_remove("RUST_LOG").env_remove("HERMES_SAFE_MODE");
+        cmd.env_remove("HERMES_ENABLE_PROJECT_PLUGINS");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let output = cmd.output().expect("run hermes");
+        Run { args: args.iter().map(|s| s.to_string()).collect(), output }
+    }
+
+    /// Loads the home's plugins through the public API.
+    pub fn load(&self) -> (hermes_host::registry::Registry, hermes_host::plugins::LoadReport) {
+        let home = self.home();
+        let (config, problem) = home.load_config();
+        assert!(problem.is_none(), "{problem:?}");
+        let mut registry = hermes_host::registry::Registry::new();
+        let report = hermes_host::plugins::load_all(&home, &config, &Default::default(), &mut registry);
+        (registry, report)
+    }
+
+    /// The path with this home's directory replaced by `$HOME`, for comparing output.
+    pub fn mask(&self, text: &str) -> String {
+        text.replace(&self.path().display().to_string(), "$HOME")
+    }
+}
+
+/// `plugins/<package>` or `tests/plugins/<package>`.
+pub fn plugin_crate_dir(package: &str) -> PathBuf {
+    let examples = Path::new("plugins").join(package);
+    if workspace().join(&examples).is_dir() { examples } else { Path::new("tests").join("plugins").join(package) }
+}
+
+/// A finished `hermes` run, with output that explains itself when an assertion fails.
+pub struct Run {
+    args: Vec<String>,
+    output: Output,
+}
+
+impl Run {
+    /// Standard output.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    /// Standard error.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// The exit code (-1 when killed by a signal).
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+
+    /// Asserts exit code `code`, printing the run when it differs.
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code(), code, "{}", self.describe());
+        self
+    }
+
+    /// The command, exit code, stdout and stderr, framed.
+    pub fn describe(&self) -> String {
+        format!(
+            "\n--- hermes {} (exit {})\n--- stdout\n{}\n--- stderr\n{}\n---",
+            self.args.join(" "),
+            self.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+}
