@@ -6,7 +6,7 @@
 //! closure receives) and one typed registration method per hook on
 //! [`PluginContext`](crate::sdk::PluginContext).
 
-use crate::core::{EventView, Field};
+use crate::core::{EventView, Field, FieldValue};
 use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision};
 
 /// How a field's value crosses the boundary and what its accessor returns.
@@ -137,12 +137,51 @@ macro_rules! field_ret {
 }
 
 macro_rules! field_get {
-    (Str, $v:expr, $n:expr) => { $v.get_str($n).unwrap_or("") };
-    (OptStr, $v:expr, $n:expr) => { $v.get_str($n) };
-    (Json, $v:expr, $n:expr) => { Json::new($v.get_str($n)) };
-    (Int, $v:expr, $n:expr) => { $v.get_int($n).unwrap_or(0) };
-    (OptInt, $v:expr, $n:expr) => { $v.get_int($n) };
-    (Bool, $v:expr, $n:expr) => { $v.get_bool($n).unwrap_or(false) };
+    (Str, $f:expr) => { $f.and_then(FieldValue::as_str).unwrap_or("") };
+    (OptStr, $f:expr) => { $f.and_then(FieldValue::as_str) };
+    (Json, $f:expr) => { Json::new($f.and_then(FieldValue::as_str)) };
+    (Int, $f:expr) => { $f.and_then(as_int).unwrap_or(0) };
+    (OptInt, $f:expr) => { $f.and_then(as_int) };
+    (Bool, $f:expr) => { matches!($f, Some(FieldValue::Bool(true))) };
+}
+
+fn as_int(value: &FieldValue<'_>) -> Option<i64> {
+    match value {
+        FieldValue::Int(i) => Some(*i),
+        FieldValue::Float(f) => Some(*f as i64),
+        FieldValue::Bool(b) => Some(i64::from(*b)),
+        _ => None,
+    }
+}
+
+/// Finds field `name`, looking first at `hint`, where a host of this interface version puts
+/// it; a host of another version may order fields differently, so fall back to a scan.
+#[inline]
+fn find<'a, 'v>(view: &'a EventView<'v>, hint: usize, name: &str) -> Option<&'a FieldValue<'v>> {
+    let fields = view.fields.as_slice();
+    match fields.get(hint) {
+        Some(f) if f.name.as_str() == name => Some(&f.value),
+        _ => fields.iter().find(|f| f.name.as_str() == name).map(|f| &f.value),
+    }
+}
+
+/// The position of `name` in `names`, at compile time.
+const fn position(names: &[&str], name: &str) -> usize {
+    let mut i = 0;
+    while i < names.len() {
+        let (a, b) = (names[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    usize::MAX
 }
 
 macro_rules! payload_ty {
@@ -227,29 +266,66 @@ macro_rules! define_hooks {
             }
 
             impl<'a, 'v> $Event<'a, 'v> {
+                /// The names of this hook's fields, in the order this interface sends them.
+                pub const FIELD_NAMES: &'static [&'static str] = &[$(stringify!($fname)),*];
+
                 /// Wraps a raw view. The SDK calls this for you.
+                ///
+                /// ```
+                /// use hermes_hooks_abi::core::{EventView, no_host_calls};
+                #[doc = concat!("let view = EventView::new(\"", stringify!($hook), "\", &[], no_host_calls());")]
+                #[doc = concat!("let event = hermes_hooks_abi::hooks::", stringify!($Event), "::new(&view);")]
+                #[doc = concat!("assert_eq!(event.view().hook.as_str(), \"", stringify!($hook), "\");")]
+                /// ```
                 pub fn new(view: &'a EventView<'v>) -> Self {
                     $Event { view }
                 }
 
                 /// The raw view, for fields this SDK version does not know yet.
+                ///
+                /// ```
+                /// use hermes_hooks_abi::core::{EventView, Field, no_host_calls};
+                /// let fields = [Field::str("from_the_future", "x")];
+                #[doc = concat!("let view = EventView::new(\"", stringify!($hook), "\", &fields, no_host_calls());")]
+                #[doc = concat!("let event = hermes_hooks_abi::hooks::", stringify!($Event), "::new(&view);")]
+                /// assert_eq!(event.view().get_str("from_the_future"), Some("x"));
+                /// ```
                 pub fn view(&self) -> &'a EventView<'v> {
                     self.view
                 }
 
                 $(
                     #[doc = $fdoc]
+                    ///
+                    /// ```
+                    /// use hermes_hooks_abi::sdk::testing::LocalHost;
+                    #[doc = concat!("let host = LocalHost::register(\"demo\", |ctx| {\n    ctx.", stringify!($hook), "(|e| {\n        println!(\"{:?}\", e.", stringify!($fname), "());\n        Default::default()\n    });\n});")]
+                    #[doc = concat!("host.fire(\"", stringify!($hook), "\", &[]);")]
+                    /// ```
+                    #[inline]
                     pub fn $fname(&self) -> field_ret!($fkind) {
-                        field_get!($fkind, self.view, stringify!($fname))
+                        const AT: usize = position($Event::<'static, 'static>::FIELD_NAMES, stringify!($fname));
+                        field_get!($fkind, find(self.view, AT, stringify!($fname)))
                     }
                 )*
             }
 
             impl<'a> payload::$Event<'a> {
                 /// The hook this payload is for.
+                ///
+                /// ```
+                #[doc = concat!("assert_eq!(hermes_hooks_abi::hooks::payload::", stringify!($Event), "::HOOK, \"", stringify!($hook), "\");")]
+                /// ```
                 pub const HOOK: &'static str = stringify!($hook);
 
                 /// The payload as named fields, in the reference's order, borrowed from `self`.
+                ///
+                /// ```
+                #[doc = concat!("let payload = hermes_hooks_abi::hooks::payload::", stringify!($Event), "::default();")]
+                #[doc = concat!("let names: Vec<_> = payload.fields().iter().map(|f| f.name.to_string()).collect();")]
+                #[doc = concat!("let spec: Vec<_> = hermes_hooks_abi::hooks::spec(\"", stringify!($hook), "\").unwrap().fields.iter().map(|f| f.name.to_string()).collect();")]
+                /// assert_eq!(names, spec);
+                /// ```
                 pub fn fields(&self) -> [Field<'a>; [$(stringify!($fname)),*].len()] {
                     [$( payload_field!($fkind, stringify!($fname), self.$fname) ),*]
                 }
@@ -274,7 +350,7 @@ macro_rules! define_hooks {
                 where
                     F: Fn(&$Event<'_, '_>) -> outcome_ty!($outcome) + Send + Sync + 'static,
                 {
-                    let name = crate::sdk::callback_name::<F>();
+                    let name = self.take_name::<F>();
                     self.register_raw(stringify!($hook), &name, move |view| {
                         let out = callback(&$Event::new(view));
                         Ok(crate::sdk::IntoReply::into_reply(out, OutcomeKind::$outcome))
@@ -496,17 +572,27 @@ pub struct GatewayEvent<'a, 'v> {
 
 impl<'a, 'v> GatewayEvent<'a, 'v> {
     /// Wraps a raw view. The SDK calls this for you.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::core::{EventView, Field, no_host_calls};
+    /// let fields = [Field::str("event_type", "agent:end"), Field::json("context", r#"{"response":"ok"}"#)];
+    /// let view = EventView::new("agent:*", &fields, no_host_calls());
+    /// let event = hermes_hooks_abi::hooks::GatewayEvent::new(&view);
+    /// assert_eq!(event.event_type(), "agent:end");
+    /// assert_eq!(event.context().value()["response"], "ok");
+    /// ```
     pub fn new(view: &'a EventView<'v>) -> Self {
         GatewayEvent { view }
     }
 
     /// The event that fired, such as `agent:start` (also when the hook subscribed to
-    /// `agent:*`).
+    /// `agent:*`). See [`GatewayEvent::new`] for an example.
     pub fn event_type(&self) -> &'a str {
         self.view.get_str("event_type").unwrap_or("")
     }
 
-    /// The event's context object (see `docs/hooks.md` for the keys of each event).
+    /// The event's context object (see `docs/hooks.md` for the keys of each event). See
+    /// [`GatewayEvent::new`] for an example.
     pub fn context(&self) -> Json<'a> {
         Json::new(self.view.get_str("context"))
     }

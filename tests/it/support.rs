@@ -78,6 +78,20 @@ pub fn built() -> &'static Built {
     })
 }
 
+/// `lib<package>.so` built in release mode into `target/it-release`, for benchmarks: a debug
+/// plugin would measure the optimiser, not the boundary.
+pub fn release_lib(package: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let target = BUILT.get_or_init(|| {
+        let root = workspace();
+        let target = root.join("target").join("it-release");
+        let args: Vec<String> = ["build", "--release", "-p", "noop"].iter().map(|s| s.to_string()).collect();
+        cargo(&root, &args, &target);
+        target
+    });
+    target.join("release").join(format!("lib{}.so", package.replace('-', "_")))
+}
+
 fn cargo(dir: &Path, args: &[String], target: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
@@ -124,6 +138,13 @@ impl TestHome {
         let src = workspace().join(plugin_crate_dir(package));
         let manifest = std::fs::read_to_string(src.join("plugin.yaml")).expect("the package has a plugin.yaml");
         self.install_lib(dir, &built().lib(package), &manifest, name, config)
+    }
+
+    /// Installs the release build of a workspace plugin (see [`release_lib`]).
+    pub fn install_release(&self, dir: &str, package: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+        let src = workspace().join(plugin_crate_dir(package));
+        let manifest = std::fs::read_to_string(src.join("plugin.yaml")).expect("the package has a plugin.yaml");
+        self.install_lib(dir, &release_lib(package), &manifest, name, config)
     }
 
     /// Installs `lib` as `plugins/<dir>` with the given manifest text.

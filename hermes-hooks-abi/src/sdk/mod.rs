@@ -54,13 +54,22 @@ pub const ABI_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct PluginContext<'r> {
     registrar: RegistrarMut<'r>,
     plugin_name: String,
+    next_name: Option<String>,
 }
 
 impl<'r> PluginContext<'r> {
-    /// Wraps the host's registrar. [`export_plugin!`](crate::export_plugin) does this.
+    /// Wraps the host's registrar. [`export_plugin!`](crate::export_plugin) does this; the
+    /// in-process [`testing::LocalHost`] does too:
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("named", |ctx| {
+    ///     assert_eq!(ctx.plugin_name(), "named");
+    /// });
+    /// assert!(host.register_error().is_none());
+    /// ```
     pub fn new(registrar: RegistrarMut<'r>) -> Self {
         let plugin_name = registrar.plugin_name().into_string();
-        PluginContext { registrar, plugin_name }
+        PluginContext { registrar, plugin_name, next_name: None }
     }
 
     /// The name the host knows this plugin by (its `plugin.yaml` name).
@@ -117,6 +126,28 @@ impl<'r> PluginContext<'r> {
             .unwrap_or(serde_json::Value::Null)
     }
 
+    /// Names the next callback registered, for logs and traces.
+    ///
+    /// Without it, a callback is named after its function (`check_command`), or
+    /// `register::{{closure}}` for a closure.
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     ctx.named("record_call").post_tool_call(|_e| {});
+    /// });
+    /// assert_eq!(host.callback_names(), vec!["record_call"]);
+    /// ```
+    pub fn named(&mut self, name: impl Into<String>) -> &mut Self {
+        self.next_name = Some(name.into());
+        self
+    }
+
+    /// The name for the callback being registered: the one given to [`named`](Self::named),
+    /// else the function's path.
+    pub(crate) fn take_name<F>(&mut self) -> String {
+        self.next_name.take().unwrap_or_else(callback_name::<F>)
+    }
+
     /// Registers a callback for any hook or gateway event by name, with a raw view.
     ///
     /// Use it for hooks this SDK does not know yet; the typed methods are built on it. The
@@ -134,8 +165,9 @@ impl<'r> PluginContext<'r> {
     where
         F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
     {
+        let name = self.next_name.take().unwrap_or_else(|| callback_name.to_string());
         let boxed: HookCallbackBox = HookCallback_TO::from_value(Guarded(callback), TD_Opaque);
-        self.registrar.register_hook(RStr::from(hook), RStr::from(callback_name), boxed);
+        self.registrar.register_hook(RStr::from(hook), RStr::from(name.as_str()), boxed);
         self
     }
 
@@ -153,7 +185,7 @@ impl<'r> PluginContext<'r> {
     where
         F: Fn(&GatewayEvent<'_, '_>) + Send + Sync + 'static,
     {
-        let name = callback_name::<F>();
+        let name = self.take_name::<F>();
         self.register_raw(event, &name, move |view| {
             callback(&GatewayEvent::new(view));
             Ok(None)
@@ -169,10 +201,22 @@ where
     F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
 {
     fn call(&self, event: &EventView<'_>) -> RResult<ROption<Reply>, RString> {
-        match catch_unwind(AssertUnwindSafe(|| (self.0)(event))) {
-            Ok(Ok(reply)) => RResult::ROk(reply.into()),
-            Ok(Err(message)) => RResult::RErr(message.into()),
-            Err(payload) => RResult::RErr(panic_message(payload.as_ref()).into()),
+        // The closure's answer is parked in `answer` and only a flag crosses catch_unwind:
+        // moving a whole reply out through it costs more than the callback itself on the
+        // "no opinion" path, which is by far the most common one.
+        let mut answer = None;
+        let flag = catch_unwind(AssertUnwindSafe(|| match (self.0)(event) {
+            Ok(None) => false,
+            other => {
+                answer = Some(other);
+                true
+            }
+        }));
+        match (flag, answer) {
+            (Ok(false), _) | (Ok(true), None) => RResult::ROk(ROption::RNone),
+            (Ok(true), Some(Ok(reply))) => RResult::ROk(reply.into()),
+            (Ok(true), Some(Err(message))) => RResult::RErr(message.into()),
+            (Err(payload), _) => RResult::RErr(panic_message(payload.as_ref()).into()),
         }
     }
 }
@@ -278,12 +322,14 @@ pub trait IntoReply {
 }
 
 impl IntoReply for () {
+    #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         None
     }
 }
 
 impl IntoReply for Option<String> {
+    #[inline]
     fn into_reply(self, kind: OutcomeKind) -> Option<Reply> {
         let act = match kind {
             OutcomeKind::Context => action::CONTEXT,
@@ -294,6 +340,7 @@ impl IntoReply for Option<String> {
 }
 
 impl IntoReply for ToolDecision {
+    #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         match self {
             ToolDecision::Continue => None,
@@ -308,6 +355,7 @@ impl IntoReply for ToolDecision {
 }
 
 impl IntoReply for DispatchDecision {
+    #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         match self {
             DispatchDecision::Continue => None,
@@ -333,6 +381,11 @@ pub struct Json<'a> {
 
 impl<'a> Json<'a> {
     /// Wraps borrowed JSON text (`None` when the host did not send the field).
+    ///
+    /// ```
+    /// let j = hermes_hooks_abi::sdk::Json::new(Some("{}"));
+    /// assert!(j.value().is_object());
+    /// ```
     pub fn new(text: Option<&'a str>) -> Self {
         Json { text }
     }
@@ -374,7 +427,7 @@ pub struct Gateway<'a, 'v> {
 }
 
 impl Gateway<'_, '_> {
-    /// Sends `text` to chat `chat_id` on `platform`.
+    /// Sends `text` to chat `chat_id` on `platform`. See [`Gateway`] for an example.
     ///
     /// # Errors
     ///
@@ -403,7 +456,8 @@ pub struct SessionStore<'a, 'v> {
 }
 
 impl SessionStore<'_, '_> {
-    /// Appends `entry` (a JSON object) to the transcript of `session_key`.
+    /// Appends `entry` (a JSON object) to the transcript of `session_key`. See
+    /// [`SessionStore`] for an example.
     ///
     /// # Errors
     ///
@@ -424,12 +478,13 @@ fn host_call(view: &EventView<'_>, capability: &str, args: &serde_json::Value) -
 }
 
 impl<'a, 'v> GatewayDispatchEvent<'a, 'v> {
-    /// The capability to send a message back to a chat.
+    /// The capability to send a message back to a chat. See [`Gateway`] for an example.
     pub fn gateway(&self) -> Gateway<'a, 'v> {
         Gateway { view: self.view() }
     }
 
-    /// The capability to append to a session transcript.
+    /// The capability to append to a session transcript. See [`SessionStore`] for an
+    /// example.
     pub fn session_store(&self) -> SessionStore<'a, 'v> {
         SessionStore { view: self.view() }
     }

@@ -10,10 +10,13 @@ use abi_stable::{
 };
 
 use crate::core::{
-    EventView, Field, HookCallbackBox, HostLogger, HostLoggerBox, HostLogger_TO, no_host_calls,
-    Registrar, Registrar_TO, Reply,
+    EventView, HookCallbackBox, HostLogger, HostLoggerBox, HostLogger_TO, no_host_calls,
+    Registrar, Registrar_TO,
 };
 use crate::sdk::{PluginContext, RegisterOutcome};
+
+// Re-exported so a plugin's tests need one import.
+pub use crate::core::{Field, Reply};
 
 /// Field constructors, for firing events in tests.
 ///
@@ -66,19 +69,84 @@ pub struct LocalHost {
     register_error: Option<String>,
 }
 
-impl LocalHost {
-    /// Runs `register` for a plugin called `plugin_name` and keeps what it registered.
-    pub fn register<R: RegisterOutcome>(
-        plugin_name: &str,
-        register: impl FnOnce(&mut PluginContext<'_>) -> R,
-    ) -> LocalHost {
-        let mut local = LocalRegistrar { name: plugin_name.to_string(), callbacks: Vec::new() };
+/// Sets up a [`LocalHost`] with a plugin config and directory before `register` runs.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::testing::LocalHost;
+/// let dir = std::env::temp_dir();
+/// let host = LocalHost::builder("audit")
+///     .config(serde_json::json!({"path": "audit.jsonl"}))
+///     .plugin_dir(&dir)
+///     .register(|ctx| {
+///         assert_eq!(ctx.config()["path"], "audit.jsonl");
+///         assert_eq!(ctx.plugin_dir().as_deref(), Some(dir.as_path()));
+///     });
+/// assert!(host.register_error().is_none());
+/// ```
+pub struct LocalHostBuilder {
+    name: String,
+    config: serde_json::Value,
+    dir: Option<std::path::PathBuf>,
+}
+
+impl LocalHostBuilder {
+    /// The `config` mapping the plugin reads with `ctx.config()`.
+    pub fn config(mut self, config: serde_json::Value) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The directory the plugin reads with `ctx.plugin_dir()`.
+    pub fn plugin_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Runs `register` and keeps what it registered.
+    pub fn register<R: RegisterOutcome>(self, register: impl FnOnce(&mut PluginContext<'_>) -> R) -> LocalHost {
+        let mut local = LocalRegistrar { name: self.name, config: self.config, dir: self.dir, callbacks: Vec::new() };
         let result = {
             let registrar = Registrar_TO::from_ptr(&mut local, TD_Opaque);
             let mut ctx = PluginContext::new(registrar);
             register(&mut ctx).into_register_result()
         };
         LocalHost { callbacks: local.callbacks, register_error: result.err() }
+    }
+}
+
+impl LocalHost {
+    /// A builder, to give the plugin a config and a directory.
+    pub fn builder(plugin_name: &str) -> LocalHostBuilder {
+        LocalHostBuilder { name: plugin_name.to_string(), config: serde_json::Value::Null, dir: None }
+    }
+
+    /// Runs `register` for a plugin called `plugin_name` and keeps what it registered.
+    pub fn register<R: RegisterOutcome>(
+        plugin_name: &str,
+        register: impl FnOnce(&mut PluginContext<'_>) -> R,
+    ) -> LocalHost {
+        LocalHost::builder(plugin_name).register(register)
+    }
+
+    /// Fires `hook` and returns the first callback's reply, panicking with a clear message
+    /// when there is no callback or it failed. For tests.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+    /// let host = LocalHost::register("x", |ctx| { ctx.transform_llm_output(|e| Some(e.response_text().to_uppercase())); });
+    /// let reply = host.fire_one("transform_llm_output", &[field::str("response_text", "hi")]);
+    /// assert_eq!(reply.unwrap().text.as_str(), "HI");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When no callback is registered for `hook`, or the first one failed.
+    pub fn fire_one(&self, hook: &str, fields: &[Field<'_>]) -> Option<Reply> {
+        match self.fire(hook, fields).into_iter().next() {
+            Some(Ok(reply)) => reply,
+            Some(Err(message)) => panic!("the {hook} callback failed: {message}"),
+            None => panic!("no callback is registered for {hook}"),
+        }
     }
 
     /// The hook names registered, in registration order.
@@ -122,6 +190,8 @@ impl LocalHost {
 
 struct LocalRegistrar {
     name: String,
+    config: serde_json::Value,
+    dir: Option<std::path::PathBuf>,
     callbacks: Vec<(String, String, HookCallbackBox)>,
 }
 
@@ -139,7 +209,13 @@ impl Registrar for LocalRegistrar {
     }
 
     fn host_call(&self, capability: RStr<'_>, _args_json: RStr<'_>) -> RResult<RString, RString> {
-        RResult::RErr(RString::from(format!("unknown capability '{capability}'")))
+        match (capability.as_str(), &self.dir) {
+            ("plugin.config", _) => RResult::ROk(self.config.to_string().into()),
+            ("plugin.dir", Some(dir)) => {
+                RResult::ROk(serde_json::Value::String(dir.display().to_string()).to_string().into())
+            }
+            _ => RResult::RErr(RString::from(format!("unknown capability '{capability}'"))),
+        }
     }
 
     fn logger(&self) -> HostLoggerBox {

@@ -1,0 +1,101 @@
+//! Plugin dispatch and loading cost, with real plugin libraries.
+//!
+//! `pre_tool_call` to 0, 1 and 10 native callbacks (the `noop` test plugin, built from
+//! source in release mode), beside the same number of no-op closures in a plain `Vec<Box<dyn Fn>>` loop,
+//! in the same run; and loading 20 plugins from fresh copies of a library.
+//!
+//! Run: `cargo bench -p hermes-tests --bench dispatch`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
+use hermes_hooks_abi::sdk::ToolDecision;
+use hermes_host::registry::Registry;
+use hermes_tests::support::TestHome;
+
+const ARGS: &str = r#"{"command": "ls -la /tmp", "timeout": 60}"#;
+
+fn event() -> PreToolCallEvent<'static> {
+    PreToolCallEvent { tool_name: "terminal", args: ARGS, task_id: "task-1", session_id: "sess-1", tool_call_id: "call-1", turn_id: None }
+}
+
+fn native_registry(home: &TestHome, callbacks: usize) -> Registry {
+    if callbacks > 0 {
+        home.install_release("noop", "noop", None, Some(&format!("{{count: {callbacks}}}")));
+        home.config("plugins:\n  enabled: [noop]\n");
+    }
+    let (registry, report) = home.load();
+    assert!(report.plugins.iter().all(|p| p.loaded()));
+    assert_eq!(registry.entries("pre_tool_call").len(), callbacks);
+    registry
+}
+
+type PlainHook = Box<dyn Fn(&PreToolCallEvent<'_>) -> ToolDecision + Send + Sync>;
+
+/// The baseline: the same aggregation (first block wins) over plain Rust closures.
+fn plain_dispatch(hooks: &[PlainHook], event: &PreToolCallEvent<'_>) -> Option<String> {
+    let mut blocked = None;
+    for hook in hooks {
+        if let ToolDecision::Block(message) = hook(event) {
+            blocked.get_or_insert(message);
+        }
+    }
+    blocked
+}
+
+fn dispatch(c: &mut Criterion) {
+    let mut group = c.benchmark_group("pre_tool_call");
+    let ev = event();
+    for n in [0usize, 1, 10] {
+        let home = TestHome::new();
+        let registry = native_registry(&home, n);
+        group.bench_with_input(BenchmarkId::new("native_plugin", n), &n, |b, _| {
+            b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
+        });
+        let plain: Vec<PlainHook> = (0..n)
+            .map(|_| -> PlainHook {
+                Box::new(|e| {
+                    black_box(e.tool_name);
+                    ToolDecision::Continue
+                })
+            })
+            .collect();
+        group.bench_with_input(BenchmarkId::new("plain_rust_loop", n), &n, |b, _| {
+            b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev))))
+        });
+    }
+    group.finish();
+}
+
+fn loading(c: &mut Criterion) {
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+    group.bench_function("20_plugins", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                // Fresh copies each time: a library is loaded once per process per path.
+                let home = TestHome::new();
+                let mut names = Vec::new();
+                for i in 0..20 {
+                    let name = format!("noop{i:02}");
+                    home.install_release(&name, "noop", Some(&name), None);
+                    names.push(name);
+                }
+                home.config(&format!("plugins:\n  enabled: [{}]\n", names.join(", ")));
+                let started = Instant::now();
+                let (registry, report) = home.load();
+                total += started.elapsed();
+                assert_eq!(report.plugins.len(), 20);
+                black_box(registry);
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, loading);
+criterion_main!(benches);
