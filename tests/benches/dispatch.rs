@@ -18,12 +18,24 @@ use hermes_tests::support::TestHome;
 const ARGS: &str = r#"{"command": "ls -la /tmp", "timeout": 60}"#;
 
 fn event() -> PreToolCallEvent<'static> {
-    PreToolCallEvent { tool_name: "terminal", args: ARGS, task_id: "task-1", session_id: "sess-1", tool_call_id: "call-1", turn_id: None }
+    PreToolCallEvent {
+        tool_name: "terminal",
+        args: ARGS,
+        task_id: "task-1",
+        session_id: "sess-1",
+        tool_call_id: "call-1",
+        turn_id: None,
+    }
 }
 
 fn native_registry(home: &TestHome, callbacks: usize) -> Registry {
     if callbacks > 0 {
-        home.install_release("noop", "noop", None, Some(&format!("{{count: {callbacks}}}")));
+        home.install_release(
+            "noop",
+            "noop",
+            None,
+            Some(&format!("{{count: {callbacks}}}")),
+        );
         home.config("plugins:\n  enabled: [noop]\n");
     }
     let (registry, report) = home.load();

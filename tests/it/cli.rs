@@ -4,7 +4,12 @@ use hermes_tests::support::{TestHome, built, workspace};
 
 fn recorder(home: &TestHome, dir: &str) {
     let log = home.path().join("calls.log");
-    home.install(dir, "recorder", Some(dir), Some(&format!("{{log: '{}', tag: {dir}}}", log.display())));
+    home.install(
+        dir,
+        "recorder",
+        Some(dir),
+        Some(&format!("{{log: '{}', tag: {dir}}}", log.display())),
+    );
 }
 
 #[test]
@@ -15,7 +20,11 @@ fn list_shows_version_library_state_and_hooks() {
     home.config("plugins:\n  enabled: [alpha]\n");
     let run = home.hermes(&["plugins", "list"], &[]);
     run.expect_code(0);
-    let all_hooks = hermes_hooks_abi::hooks::HOOKS.iter().map(|h| h.name).collect::<Vec<_>>().join(", ");
+    let all_hooks = hermes_hooks_abi::hooks::HOOKS
+        .iter()
+        .map(|h| h.name)
+        .collect::<Vec<_>>()
+        .join(", ");
     let expected = format!(
         "Plugins in $HOME/plugins (host interface 1.1.0):\n\n  alpha 0.1.0  enabled\n      library: $HOME/plugins/alpha/librecorder.so (interface 1.1.0, debug)\n      hooks: {all_hooks}\n  beta 0.1.0  not loaded: not enabled in config (run `hermes plugins enable beta` to activate)\n      library: $HOME/plugins/beta/librecorder.so\n"
     );
@@ -37,7 +46,13 @@ fn safe_mode_loads_nothing_by_flag_or_environment() {
     let home = TestHome::new();
     recorder(&home, "alpha");
     home.config("plugins:\n  enabled: [alpha]\n");
-    for run in [home.hermes(&["--safe-mode", "plugins", "list", "--json"], &[]), home.hermes(&["plugins", "list", "--json"], &[("HERMES_SAFE_MODE", "yes")])] {
+    for run in [
+        home.hermes(&["--safe-mode", "plugins", "list", "--json"], &[]),
+        home.hermes(
+            &["plugins", "list", "--json"],
+            &[("HERMES_SAFE_MODE", "yes")],
+        ),
+    ] {
         let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
         assert_eq!(list["safe_mode"], true, "{}", run.describe());
         assert_eq!(list["plugins"], serde_json::json!([]));
@@ -53,11 +68,21 @@ fn project_plugins_load_only_when_enabled_by_environment() {
     let dest = project.path().join(".hermes/plugins/proj");
     std::fs::create_dir_all(&dest).unwrap();
     std::fs::copy(&lib, dest.join("librecorder.so")).unwrap();
-    std::fs::write(dest.join("plugin.yaml"), format!("name: proj\nlibrary: librecorder.so\nconfig: {{log: '{}'}}\n", log.display())).unwrap();
+    std::fs::write(
+        dest.join("plugin.yaml"),
+        format!(
+            "name: proj\nlibrary: librecorder.so\nconfig: {{log: '{}'}}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
     home.config("plugins:\n  enabled: [proj]\n");
     let list = |env: &[(&str, &str)]| {
         let mut cmd = std::process::Command::new(built().hermes());
-        cmd.current_dir(project.path()).arg("--home").arg(home.path()).args(["plugins", "list", "--json"]);
+        cmd.current_dir(project.path())
+            .arg("--home")
+            .arg(home.path())
+            .args(["plugins", "list", "--json"]);
         cmd.env_remove("HERMES_ENABLE_PROJECT_PLUGINS");
         for (k, v) in env {
             cmd.env(k, v);
@@ -78,22 +103,42 @@ fn enable_and_disable_edit_config_yaml() {
     home.config("model: gpt-4\nplugins:\n  enabled: []\n");
     let run = home.hermes(&["plugins", "enable", "alpha"], &[]);
     run.expect_code(0);
-    assert_eq!(home.mask(&run.stdout()), "Plugin 'alpha' enabled in $HOME/config.yaml.\n");
+    assert_eq!(
+        home.mask(&run.stdout()),
+        "Plugin 'alpha' enabled in $HOME/config.yaml.\n"
+    );
     let again = home.hermes(&["plugins", "enable", "alpha"], &[]);
-    assert_eq!(home.mask(&again.stdout()), "Plugin 'alpha' is already enabled in $HOME/config.yaml.\n");
+    assert_eq!(
+        home.mask(&again.stdout()),
+        "Plugin 'alpha' is already enabled in $HOME/config.yaml.\n"
+    );
     let config = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
-    assert!(config.starts_with("model: gpt-4\n"), "other settings and their order are kept:\n{config}");
-    let list: serde_json::Value = serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
+    assert!(
+        config.starts_with("model: gpt-4\n"),
+        "other settings and their order are kept:\n{config}"
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
     assert_eq!(list["plugins"][0]["enabled"], true);
 
     let off = home.hermes(&["plugins", "disable", "alpha", "--json"], &[]);
     let answer: serde_json::Value = serde_json::from_str(&off.stdout()).unwrap();
-    assert_eq!((answer["state"].as_str(), answer["changed"].as_bool()), (Some("disabled"), Some(true)));
-    let list: serde_json::Value = serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
+    assert_eq!(
+        (answer["state"].as_str(), answer["changed"].as_bool()),
+        (Some("disabled"), Some(true))
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
     assert_eq!(list["plugins"][0]["error"], "disabled via config");
 
     let unknown = home.hermes(&["plugins", "enable", "ghost"], &[]);
-    assert!(unknown.stdout().contains("Note: no plugin 'ghost' is installed"), "{}", unknown.describe());
+    assert!(
+        unknown
+            .stdout()
+            .contains("Note: no plugin 'ghost' is installed"),
+        "{}",
+        unknown.describe()
+    );
 }
 
 #[test]
@@ -102,8 +147,17 @@ fn enable_refuses_to_rewrite_a_malformed_config() {
     home.config("plugins: [unclosed\n");
     let run = home.hermes(&["plugins", "enable", "alpha"], &[]);
     run.expect_code(2);
-    assert!(home.mask(&run.stderr()).starts_with("hermes: $HOME/config.yaml: "), "{}", run.describe());
-    assert!(run.stderr().contains("not changing it"), "{}", run.describe());
+    assert!(
+        home.mask(&run.stderr())
+            .starts_with("hermes: $HOME/config.yaml: "),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr().contains("not changing it"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
@@ -111,15 +165,29 @@ fn install_builds_copies_and_enables_a_plugin_crate() {
     let home = TestHome::new();
     let crate_dir = workspace().join("tests/plugins/noop");
     let target = built().target_dir().display().to_string();
-    let run = home.hermes(&["plugins", "install", crate_dir.to_str().unwrap(), "--debug"], &[("CARGO_TARGET_DIR", &target)]);
+    let run = home.hermes(
+        &["plugins", "install", crate_dir.to_str().unwrap(), "--debug"],
+        &[("CARGO_TARGET_DIR", &target)],
+    );
     run.expect_code(0);
-    assert_eq!(home.mask(&run.stdout()), "Installed 'noop' 0.1.0 into $HOME/plugins/noop and enabled it.\n");
+    assert_eq!(
+        home.mask(&run.stdout()),
+        "Installed 'noop' 0.1.0 into $HOME/plugins/noop and enabled it.\n"
+    );
     assert!(home.path().join("plugins/noop/libnoop.so").is_file());
-    let list: serde_json::Value = serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
+    let list: serde_json::Value =
+        serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
     assert_eq!(list["plugins"][0]["enabled"], true);
-    assert_eq!(list["plugins"][0]["hooks"], serde_json::json!(["pre_tool_call"]));
+    assert_eq!(
+        list["plugins"][0]["hooks"],
+        serde_json::json!(["pre_tool_call"])
+    );
     let fired = home.hermes(&["plugins", "fire", "pre_tool_call"], &[]);
-    assert!(fired.stdout().contains("noop::noop  no opinion"), "{}", fired.describe());
+    assert!(
+        fired.stdout().contains("noop::noop  no opinion"),
+        "{}",
+        fired.describe()
+    );
 }
 
 #[test]
@@ -128,22 +196,45 @@ fn install_errors_say_what_to_do() {
     let empty = tempfile::tempdir().unwrap();
     let run = home.hermes(&["plugins", "install", empty.path().to_str().unwrap()], &[]);
     run.expect_code(2);
-    assert!(run.stderr().contains("has no Cargo.toml; give the directory of the plugin crate"), "{}", run.describe());
+    assert!(
+        run.stderr()
+            .contains("has no Cargo.toml; give the directory of the plugin crate"),
+        "{}",
+        run.describe()
+    );
 
     std::fs::write(empty.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
     let run = home.hermes(&["plugins", "install", empty.path().to_str().unwrap()], &[]);
     run.expect_code(2);
-    assert!(run.stderr().contains("the crate directory needs a plugin.yaml with name, version and library"), "{}", run.describe());
+    assert!(
+        run.stderr()
+            .contains("the crate directory needs a plugin.yaml with name, version and library"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
 fn fire_reports_each_callback_and_the_outcome_as_json() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    let config = format!("{{log: '{}', answers: {{pre_tool_call: {{action: block, text: nope}}}}}}", log.display());
+    let config = format!(
+        "{{log: '{}', answers: {{pre_tool_call: {{action: block, text: nope}}}}}}",
+        log.display()
+    );
     home.install("rec", "recorder", Some("rec"), Some(&config));
     home.config("plugins:\n  enabled: [rec]\n");
-    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", r#"{"tool_name": "terminal"}"#, "--json"], &[]);
+    let run = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_tool_call",
+            "--payload",
+            r#"{"tool_name": "terminal"}"#,
+            "--json",
+        ],
+        &[],
+    );
     run.expect_code(0);
     let out: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(out["outcome"], "blocked by rec::record: nope");

@@ -24,17 +24,33 @@ fn a_plugin_built_against_the_frozen_1_0_interface_loads_and_fires_in_this_host(
         turn_id: Some("t-7"),
         ..Default::default()
     });
-    assert_eq!(verdict.blocked.map(|b| b.message).as_deref(), Some("v1.0 plugin blocks rm in terminal"));
-    let context = registry.pre_llm_call(&PreLlmCallEvent { session_id: "s-1", ..Default::default() });
-    assert_eq!(context.as_deref(), Some("context from a 1.0 plugin for s-1"));
+    assert_eq!(
+        verdict.blocked.map(|b| b.message).as_deref(),
+        Some("v1.0 plugin blocks rm in terminal")
+    );
+    let context = registry.pre_llm_call(&PreLlmCallEvent {
+        session_id: "s-1",
+        ..Default::default()
+    });
+    assert_eq!(
+        context.as_deref(),
+        Some("context from a 1.0 plugin for s-1")
+    );
 }
 
 #[test]
 fn the_frozen_copy_differs_from_the_current_interface_only_by_additions() {
     // The core (everything abi_stable checks) must be byte-identical to the frozen 1.0 copy.
-    let current = std::fs::read_to_string(workspace().join("hermes-hooks-abi/src/core/mod.rs")).unwrap();
-    let frozen = std::fs::read_to_string(workspace().join("tests/fixtures/abi-1.0/hermes-hooks-abi/src/core/mod.rs")).unwrap();
-    assert_eq!(current, frozen, "the frozen core changed: old plugins would stop loading");
+    let current =
+        std::fs::read_to_string(workspace().join("hermes-hooks-abi/src/core/mod.rs")).unwrap();
+    let frozen = std::fs::read_to_string(
+        workspace().join("tests/fixtures/abi-1.0/hermes-hooks-abi/src/core/mod.rs"),
+    )
+    .unwrap();
+    assert_eq!(
+        current, frozen,
+        "the frozen core changed: old plugins would stop loading"
+    );
 }
 
 #[test]
@@ -45,7 +61,11 @@ fn a_plugin_built_against_1_1_loads_in_a_host_built_on_1_0() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines,
@@ -65,9 +85,19 @@ fn the_same_1_1_plugin_sees_its_new_field_in_a_1_1_host() {
     home.config("plugins:\n  enabled: [compat-v1_1]\n");
     let (registry, report) = home.load();
     assert!(report.plugins[0].unknown_hooks.is_empty());
-    assert_eq!(report.plugins[0].hooks, ["pre_tool_call", "pre_api_request"]);
-    let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", turn_id: Some("t-7"), ..Default::default() });
-    assert_eq!(verdict.blocked.map(|b| b.message).as_deref(), Some("v1.1 plugin saw terminal with turn_id=Some(\"t-7\")"));
+    assert_eq!(
+        report.plugins[0].hooks,
+        ["pre_tool_call", "pre_api_request"]
+    );
+    let verdict = registry.pre_tool_call(&PreToolCallEvent {
+        tool_name: "terminal",
+        turn_id: Some("t-7"),
+        ..Default::default()
+    });
+    assert_eq!(
+        verdict.blocked.map(|b| b.message).as_deref(),
+        Some("v1.1 plugin saw terminal with turn_id=Some(\"t-7\")")
+    );
 }
 
 #[test]
@@ -92,6 +122,9 @@ fn an_incompatible_plugin_is_refused_with_one_line_and_the_others_load() {
     assert_eq!(list["plugins"][1]["enabled"], true);
     // One warning line in the log, too.
     let stderr = run.stderr();
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("plugin-v2_0")).collect();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("plugin-v2_0"))
+        .collect();
     assert_eq!(warnings.len(), 1, "{}", run.describe());
 }

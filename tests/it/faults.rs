@@ -7,8 +7,16 @@ fn faulty_home(extra_config: Option<&str>) -> TestHome {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
     home.install("faulty", "faulty", None, extra_config);
-    let config = format!("{{log: '{}', tag: z, answers: {{pre_tool_call: {{action: block, text: blocked after the panic}}}}}}", log.display());
-    home.install("zz-recorder", "recorder", Some("zz-recorder"), Some(&config));
+    let config = format!(
+        "{{log: '{}', tag: z, answers: {{pre_tool_call: {{action: block, text: blocked after the panic}}}}}}",
+        log.display()
+    );
+    home.install(
+        "zz-recorder",
+        "recorder",
+        Some("zz-recorder"),
+        Some(&config),
+    );
     home.config("plugins:\n  enabled: [faulty, zz-recorder]\n");
     home
 }
@@ -16,7 +24,16 @@ fn faulty_home(extra_config: Option<&str>) -> TestHome {
 #[test]
 fn a_panicking_callback_is_logged_and_dispatch_continues() {
     let home = faulty_home(None);
-    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", r#"{"tool_name": "terminal"}"#], &[]);
+    let run = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_tool_call",
+            "--payload",
+            r#"{"tool_name": "terminal"}"#,
+        ],
+        &[],
+    );
     run.expect_code(0);
     let err = run.stderr();
     assert!(
@@ -27,34 +44,62 @@ fn a_panicking_callback_is_logged_and_dispatch_continues() {
     // No `thread panicked` noise from the plugin's own panic hook.
     assert!(!err.contains("panicked at"), "{}", run.describe());
     // The next plugin still ran, and its block is the outcome.
-    assert!(run.stdout().contains("Outcome: blocked by zz-recorder::record: blocked after the panic"), "{}", run.describe());
+    assert!(
+        run.stdout()
+            .contains("Outcome: blocked by zz-recorder::record: blocked after the panic"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
 fn junk_answers_are_warned_about_and_ignored() {
     let home = faulty_home(None);
-    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", "{}"], &[]);
+    let run = home.hermes(
+        &["plugins", "fire", "pre_tool_call", "--payload", "{}"],
+        &[],
+    );
     let err = run.stderr();
     for expected in [
         "Hook 'pre_tool_call' callback faulty::empty_block returned an unusable answer (a block without a message); ignoring it",
         "Hook 'pre_tool_call' callback faulty::bad_modify returned an unusable answer (a modify whose args are not a JSON object); ignoring it",
         "Hook 'pre_tool_call' callback faulty::unknown_action returned an unusable answer (action 'frobnicate' does not apply to pre_tool_call); ignoring it",
     ] {
-        assert!(err.contains(expected), "missing {expected:?}\n{}", run.describe());
+        assert!(
+            err.contains(expected),
+            "missing {expected:?}\n{}",
+            run.describe()
+        );
     }
 }
 
 #[test]
 fn an_error_from_a_callback_is_logged_like_a_raise() {
     let home = faulty_home(None);
-    let run = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", r#"{"session_id": "s1"}"#], &[]);
+    let run = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_llm_call",
+            "--payload",
+            r#"{"session_id": "s1"}"#,
+        ],
+        &[],
+    );
     run.expect_code(0);
     assert!(
-        run.stderr().contains("Hook 'pre_llm_call' callback faulty::returns_error raised: the memory backend is down"),
+        run.stderr().contains(
+            "Hook 'pre_llm_call' callback faulty::returns_error raised: the memory backend is down"
+        ),
         "{}",
         run.describe()
     );
-    assert!(run.stdout().contains("Outcome: context: context from faulty"), "{}", run.describe());
+    assert!(
+        run.stdout()
+            .contains("Outcome: context: context from faulty"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
@@ -63,15 +108,24 @@ fn unknown_hook_names_are_kept_and_warned_about() {
     let run = home.hermes(&["plugins", "list", "--json"], &[]);
     let valid = hermes_hooks_abi::hooks::names_sorted().join(", ");
     assert!(
-        run.stderr().contains(&format!("Plugin 'faulty' registered unknown hook 'pre_tool_use' (valid: {valid})")),
+        run.stderr().contains(&format!(
+            "Plugin 'faulty' registered unknown hook 'pre_tool_use' (valid: {valid})"
+        )),
         "{}",
         run.describe()
     );
     let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-    assert_eq!(list["plugins"][0]["unknown_hooks"], serde_json::json!(["pre_tool_use"]));
+    assert_eq!(
+        list["plugins"][0]["unknown_hooks"],
+        serde_json::json!(["pre_tool_use"])
+    );
     // Kept: firing that name by hand reaches it.
     let fired = home.hermes(&["plugins", "fire", "pre_tool_use"], &[]);
-    assert!(fired.stdout().contains("faulty::misspelled  no opinion"), "{}", fired.describe());
+    assert!(
+        fired.stdout().contains("faulty::misspelled  no opinion"),
+        "{}",
+        fired.describe()
+    );
 }
 
 #[test]
@@ -80,13 +134,18 @@ fn a_panic_in_register_fails_that_plugin_only_and_keeps_its_earlier_hooks() {
     let run = home.hermes(&["plugins", "list", "--json"], &[]);
     run.expect_code(0);
     assert!(
-        run.stderr().contains("Failed to load plugin 'faulty': register() panicked: deliberate panic in register"),
+        run.stderr().contains(
+            "Failed to load plugin 'faulty': register() panicked: deliberate panic in register"
+        ),
         "{}",
         run.describe()
     );
     let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(list["plugins"][0]["enabled"], false);
-    assert_eq!(list["plugins"][0]["hooks"], serde_json::json!(["on_session_start"]));
+    assert_eq!(
+        list["plugins"][0]["hooks"],
+        serde_json::json!(["on_session_start"])
+    );
     assert_eq!(list["plugins"][1]["enabled"], true);
 }
 
@@ -94,14 +153,40 @@ fn a_panic_in_register_fails_that_plugin_only_and_keeps_its_earlier_hooks() {
 fn plugin_logs_reach_the_host_log_filtered_by_its_level() {
     let home = faulty_home(None);
     let payload = r#"{"session_id": "s-42"}"#;
-    let info = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("HERMES_LOG", "info")]);
+    let info = home.hermes(
+        &["plugins", "fire", "pre_llm_call", "--payload", payload],
+        &[("HERMES_LOG", "info")],
+    );
     let err = info.stderr();
-    assert!(err.contains("faulty saw pre_llm_call session=\"s-42\"") && err.contains("plugin=\"faulty\""), "{}", info.describe());
-    assert!(!err.contains("faulty pre_llm_call debug detail"), "{}", info.describe());
+    assert!(
+        err.contains("faulty saw pre_llm_call session=\"s-42\"")
+            && err.contains("plugin=\"faulty\""),
+        "{}",
+        info.describe()
+    );
+    assert!(
+        !err.contains("faulty pre_llm_call debug detail"),
+        "{}",
+        info.describe()
+    );
 
-    let debug = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("RUST_LOG", "debug")]);
-    assert!(debug.stderr().contains("faulty pre_llm_call debug detail"), "{}", debug.describe());
+    let debug = home.hermes(
+        &["plugins", "fire", "pre_llm_call", "--payload", payload],
+        &[("RUST_LOG", "debug")],
+    );
+    assert!(
+        debug.stderr().contains("faulty pre_llm_call debug detail"),
+        "{}",
+        debug.describe()
+    );
 
-    let quiet = home.hermes(&["plugins", "fire", "pre_llm_call", "--payload", payload], &[("HERMES_LOG", "error")]);
-    assert!(!quiet.stderr().contains("faulty saw pre_llm_call"), "{}", quiet.describe());
+    let quiet = home.hermes(
+        &["plugins", "fire", "pre_llm_call", "--payload", payload],
+        &[("HERMES_LOG", "error")],
+    );
+    assert!(
+        !quiet.stderr().contains("faulty saw pre_llm_call"),
+        "{}",
+        quiet.describe()
+    );
 }

@@ -5,11 +5,18 @@ use hermes_host::registry::{Blocked, Outcome};
 use hermes_tests::support::TestHome;
 
 fn recorder_config(log: &std::path::Path, tag: &str, answers: &str) -> String {
-    format!("{{log: '{}', tag: {tag}, answers: {answers}}}", log.display())
+    format!(
+        "{{log: '{}', tag: {tag}, answers: {answers}}}",
+        log.display()
+    )
 }
 
 fn lines(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -17,21 +24,65 @@ fn callbacks_run_in_alphabetical_plugin_order_and_contexts_join_in_that_order() 
     let home = TestHome::new();
     let log = home.path().join("calls.log");
     // Installed in reverse order on purpose: discovery sorts directory names.
-    home.install("zeta", "recorder", Some("zeta"), Some(&recorder_config(&log, "Z", "{pre_llm_call: {action: context, text: from-z}}")));
-    home.install("alpha", "recorder", Some("alpha"), Some(&recorder_config(&log, "A", "{pre_llm_call: {action: context, text: from-a}}")));
+    home.install(
+        "zeta",
+        "recorder",
+        Some("zeta"),
+        Some(&recorder_config(
+            &log,
+            "Z",
+            "{pre_llm_call: {action: context, text: from-z}}",
+        )),
+    );
+    home.install(
+        "alpha",
+        "recorder",
+        Some("alpha"),
+        Some(&recorder_config(
+            &log,
+            "A",
+            "{pre_llm_call: {action: context, text: from-a}}",
+        )),
+    );
     home.config("plugins:\n  enabled: [zeta, alpha]\n");
     let (registry, report) = home.load();
-    assert!(report.plugins.iter().all(|p| p.loaded()), "{:?}", report.plugins);
-    let context = registry.pre_llm_call(&PreLlmCallEvent { session_id: "s1", user_message: "hi", ..Default::default() });
+    assert!(
+        report.plugins.iter().all(|p| p.loaded()),
+        "{:?}",
+        report.plugins
+    );
+    let context = registry.pre_llm_call(&PreLlmCallEvent {
+        session_id: "s1",
+        user_message: "hi",
+        ..Default::default()
+    });
     assert_eq!(context.as_deref(), Some("from-a\n\nfrom-z"));
     let calls = lines(&log);
     assert_eq!(calls.len(), 2);
     assert!(calls[0].starts_with("A pre_llm_call "), "{calls:?}");
     assert!(calls[1].starts_with("Z pre_llm_call "), "{calls:?}");
     // The callback saw every field of the payload, by name, in the reference's order.
-    let fields: serde_json::Value = serde_json::from_str(calls[0].splitn(3, ' ').nth(2).unwrap_or("{}")).unwrap();
-    let keys: Vec<&str> = fields.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["session_id", "user_message", "conversation_history", "is_first_turn", "model", "platform", "sender_id", "turn_id"]);
+    let fields: serde_json::Value =
+        serde_json::from_str(calls[0].splitn(3, ' ').nth(2).unwrap_or("{}")).unwrap();
+    let keys: Vec<&str> = fields
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "session_id",
+            "user_message",
+            "conversation_history",
+            "is_first_turn",
+            "model",
+            "platform",
+            "sender_id",
+            "turn_id"
+        ]
+    );
     assert_eq!(fields["user_message"], "hi");
 }
 
@@ -39,23 +90,75 @@ fn callbacks_run_in_alphabetical_plugin_order_and_contexts_join_in_that_order() 
 fn first_block_wins_and_modifies_merge_across_plugins() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("a", "recorder", Some("a"), Some(&recorder_config(&log, "a", r#"{pre_tool_call: {action: modify, json: {timeout: 5, cwd: /a}}}"#)));
-    home.install("b", "recorder", Some("b"), Some(&recorder_config(&log, "b", r#"{pre_tool_call: {action: modify, json: {cwd: /b}}}"#)));
-    home.install("c", "recorder", Some("c"), Some(&recorder_config(&log, "c", "{pre_tool_call: {action: block, text: blocked by c}}")));
-    home.install("d", "recorder", Some("d"), Some(&recorder_config(&log, "d", "{pre_tool_call: {action: block, text: blocked by d}}")));
+    home.install(
+        "a",
+        "recorder",
+        Some("a"),
+        Some(&recorder_config(
+            &log,
+            "a",
+            r#"{pre_tool_call: {action: modify, json: {timeout: 5, cwd: /a}}}"#,
+        )),
+    );
+    home.install(
+        "b",
+        "recorder",
+        Some("b"),
+        Some(&recorder_config(
+            &log,
+            "b",
+            r#"{pre_tool_call: {action: modify, json: {cwd: /b}}}"#,
+        )),
+    );
+    home.install(
+        "c",
+        "recorder",
+        Some("c"),
+        Some(&recorder_config(
+            &log,
+            "c",
+            "{pre_tool_call: {action: block, text: blocked by c}}",
+        )),
+    );
+    home.install(
+        "d",
+        "recorder",
+        Some("d"),
+        Some(&recorder_config(
+            &log,
+            "d",
+            "{pre_tool_call: {action: block, text: blocked by d}}",
+        )),
+    );
     home.config("plugins:\n  enabled: [a, b]\n");
     let (registry, _) = home.load();
-    let event = PreToolCallEvent { tool_name: "terminal", args: r#"{"command": "ls", "timeout": 60}"#, ..Default::default() };
+    let event = PreToolCallEvent {
+        tool_name: "terminal",
+        args: r#"{"command": "ls", "timeout": 60}"#,
+        ..Default::default()
+    };
     let verdict = registry.pre_tool_call(&event);
     assert_eq!(verdict.blocked, None);
     let args = verdict.apply(&serde_json::json!({"command": "ls", "timeout": 60}));
-    assert_eq!(args, serde_json::json!({"command": "ls", "timeout": 5, "cwd": "/b"}));
+    assert_eq!(
+        args,
+        serde_json::json!({"command": "ls", "timeout": 5, "cwd": "/b"})
+    );
 
     home.config("plugins:\n  enabled: [a, b, c, d]\n");
     let (registry, _) = home.load();
     let verdict = registry.pre_tool_call(&event);
-    assert_eq!(verdict.blocked, Some(Blocked { message: "blocked by c".into(), by: "c::record".into() }));
-    assert_eq!(verdict.error_result().as_deref(), Some(r#"{"error": "blocked by c"}"#));
+    assert_eq!(
+        verdict.blocked,
+        Some(Blocked {
+            message: "blocked by c".into(),
+            by: "c::record".into()
+        })
+    );
+    assert_eq!(
+        verdict.error_result().as_deref(),
+        Some(r#"{"error": "blocked by c"}"#)
+    );
 }
 
 #[test]
@@ -65,39 +168,85 @@ fn transforms_and_gateway_dispatch_follow_the_reference_rules() {
     let a = r#"{transform_llm_output: {action: replace, text: ''}, transform_tool_result: {action: replace, text: ''}, pre_gateway_dispatch: {action: nonsense}}"#;
     let b = r#"{transform_llm_output: {action: replace, text: B}, transform_tool_result: {action: replace, text: B}, pre_gateway_dispatch: {action: rewrite, text: hello}}"#;
     let c = r#"{pre_gateway_dispatch: {action: skip, text: spam}}"#;
-    home.install("a", "recorder", Some("a"), Some(&recorder_config(&log, "a", a)));
-    home.install("b", "recorder", Some("b"), Some(&recorder_config(&log, "b", b)));
-    home.install("c", "recorder", Some("c"), Some(&recorder_config(&log, "c", c)));
+    home.install(
+        "a",
+        "recorder",
+        Some("a"),
+        Some(&recorder_config(&log, "a", a)),
+    );
+    home.install(
+        "b",
+        "recorder",
+        Some("b"),
+        Some(&recorder_config(&log, "b", b)),
+    );
+    home.install(
+        "c",
+        "recorder",
+        Some("c"),
+        Some(&recorder_config(&log, "c", c)),
+    );
     home.config("plugins:\n  enabled: [a, b, c]\n");
     let (registry, _) = home.load();
     // transform_llm_output: first NON-EMPTY text wins.
-    assert_eq!(registry.fire("transform_llm_output", &[]), Outcome::Replace(Some("B".into())));
+    assert_eq!(
+        registry.fire("transform_llm_output", &[]),
+        Outcome::Replace(Some("B".into()))
+    );
     // transform_tool_result: first text wins, even empty.
-    assert_eq!(registry.fire("transform_tool_result", &[]), Outcome::Replace(Some(String::new())));
+    assert_eq!(
+        registry.fire("transform_tool_result", &[]),
+        Outcome::Replace(Some(String::new()))
+    );
     // pre_gateway_dispatch: unknown actions are skipped, the first rewrite stops the scan.
-    let verdict = registry.pre_gateway_dispatch(&Default::default(), &hermes_hooks_abi::core::NoHostCalls);
-    assert_eq!(verdict, hermes_host::registry::DispatchVerdict::Rewrite { text: "hello".into(), by: "b::record".into() });
+    let verdict =
+        registry.pre_gateway_dispatch(&Default::default(), &hermes_hooks_abi::core::NoHostCalls);
+    assert_eq!(
+        verdict,
+        hermes_host::registry::DispatchVerdict::Rewrite {
+            text: "hello".into(),
+            by: "b::record".into()
+        }
+    );
 }
 
 #[test]
 fn every_hook_kind_fires_with_its_fields() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("rec", "recorder", Some("rec"), Some(&recorder_config(&log, "r", "{}")));
+    home.install(
+        "rec",
+        "recorder",
+        Some("rec"),
+        Some(&recorder_config(&log, "r", "{}")),
+    );
     home.config("plugins:\n  enabled: [rec]\n");
     let (registry, report) = home.load();
-    assert_eq!(report.plugins[0].hooks.len(), hermes_hooks_abi::hooks::HOOKS.len());
+    assert_eq!(
+        report.plugins[0].hooks.len(),
+        hermes_hooks_abi::hooks::HOOKS.len()
+    );
     for spec in hermes_hooks_abi::hooks::HOOKS {
-        let payload = hermes_host::payload::OwnedPayload::from_json(spec.name, &serde_json::json!({}));
+        let payload =
+            hermes_host::payload::OwnedPayload::from_json(spec.name, &serde_json::json!({}));
         registry.fire(spec.name, &payload.fields());
     }
     let calls = lines(&log);
     let fired: Vec<&str> = calls.iter().filter_map(|l| l.split(' ').nth(1)).collect();
-    let expected: Vec<&str> = hermes_hooks_abi::hooks::HOOKS.iter().map(|h| h.name).collect();
+    let expected: Vec<&str> = hermes_hooks_abi::hooks::HOOKS
+        .iter()
+        .map(|h| h.name)
+        .collect();
     assert_eq!(fired, expected);
     for (line, spec) in calls.iter().zip(hermes_hooks_abi::hooks::HOOKS) {
-        let fields: serde_json::Value = serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap_or("{}")).unwrap();
-        let keys: Vec<&str> = fields.as_object().unwrap().keys().map(String::as_str).collect();
+        let fields: serde_json::Value =
+            serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap_or("{}")).unwrap();
+        let keys: Vec<&str> = fields
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         let spec_keys: Vec<&str> = spec.fields.iter().map(|f| f.name).collect();
         assert_eq!(keys, spec_keys, "fields of {}", spec.name);
     }
@@ -107,8 +256,18 @@ fn every_hook_kind_fires_with_its_fields() {
 fn categories_are_scanned_one_level_deep() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("security/guard", "recorder", Some("guard"), Some(&recorder_config(&log, "g", "{}")));
-    home.install("deep/er/still", "recorder", Some("still"), Some(&recorder_config(&log, "s", "{}")));
+    home.install(
+        "security/guard",
+        "recorder",
+        Some("guard"),
+        Some(&recorder_config(&log, "g", "{}")),
+    );
+    home.install(
+        "deep/er/still",
+        "recorder",
+        Some("still"),
+        Some(&recorder_config(&log, "s", "{}")),
+    );
     home.config("plugins:\n  enabled: [security/guard, still]\n");
     let (_, report) = home.load();
     let keys: Vec<&str> = report.plugins.iter().map(|p| p.key.as_str()).collect();
@@ -121,16 +280,28 @@ fn disabled_wins_over_enabled_and_unlisted_plugins_are_not_loaded() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
     for name in ["one", "two", "three"] {
-        home.install(name, "recorder", Some(name), Some(&recorder_config(&log, name, "{}")));
+        home.install(
+            name,
+            "recorder",
+            Some(name),
+            Some(&recorder_config(&log, name, "{}")),
+        );
     }
     home.config("plugins:\n  enabled: [one, two]\n  disabled: [two]\n");
     let (_, report) = home.load();
-    let state: Vec<(&str, Option<&str>)> = report.plugins.iter().map(|p| (p.key.as_str(), p.error.as_deref())).collect();
+    let state: Vec<(&str, Option<&str>)> = report
+        .plugins
+        .iter()
+        .map(|p| (p.key.as_str(), p.error.as_deref()))
+        .collect();
     assert_eq!(
         state,
         [
             ("one", None),
-            ("three", Some("not enabled in config (run `hermes plugins enable three` to activate)")),
+            (
+                "three",
+                Some("not enabled in config (run `hermes plugins enable three` to activate)")
+            ),
             ("two", Some("disabled via config")),
         ]
     );
@@ -140,7 +311,12 @@ fn disabled_wins_over_enabled_and_unlisted_plugins_are_not_loaded() {
 fn no_enabled_list_means_nothing_loads() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("one", "recorder", Some("one"), Some(&recorder_config(&log, "one", "{}")));
+    home.install(
+        "one",
+        "recorder",
+        Some("one"),
+        Some(&recorder_config(&log, "one", "{}")),
+    );
     home.config("plugins:\n  enabled: one\n");
     let (registry, report) = home.load();
     assert!(!report.plugins[0].loaded());
@@ -151,11 +327,25 @@ fn no_enabled_list_means_nothing_loads() {
 fn broken_plugins_are_reported_by_file_and_the_rest_still_load() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("good", "recorder", Some("good"), Some(&recorder_config(&log, "g", "{}")));
-    home.install("twin", "recorder", Some("good"), Some(&recorder_config(&log, "t", "{}")));
+    home.install(
+        "good",
+        "recorder",
+        Some("good"),
+        Some(&recorder_config(&log, "g", "{}")),
+    );
+    home.install(
+        "twin",
+        "recorder",
+        Some("good"),
+        Some(&recorder_config(&log, "t", "{}")),
+    );
     let missing = home.path().join("plugins/missing");
     std::fs::create_dir_all(&missing).unwrap();
-    std::fs::write(missing.join("plugin.yaml"), "name: missing\nlibrary: libmissing.so\n").unwrap();
+    std::fs::write(
+        missing.join("plugin.yaml"),
+        "name: missing\nlibrary: libmissing.so\n",
+    )
+    .unwrap();
     let malformed = home.path().join("plugins/malformed");
     std::fs::create_dir_all(&malformed).unwrap();
     std::fs::write(malformed.join("plugin.yaml"), "name: [unclosed\n").unwrap();
@@ -169,29 +359,56 @@ fn broken_plugins_are_reported_by_file_and_the_rest_still_load() {
     assert!(registry.has("pre_tool_call"));
     let twin = by_key("twin").error.clone().unwrap();
     assert!(twin.starts_with("duplicate plugin name 'good': "), "{twin}");
-    assert!(twin.contains("plugins/twin/plugin.yaml") && twin.contains("plugins/good/plugin.yaml"), "{twin}");
+    assert!(
+        twin.contains("plugins/twin/plugin.yaml") && twin.contains("plugins/good/plugin.yaml"),
+        "{twin}"
+    );
     let missing_err = by_key("missing").error.clone().unwrap();
-    assert!(missing_err.contains("plugins/missing/libmissing.so: plugin 'missing' has no library there"), "{missing_err}");
+    assert!(
+        missing_err
+            .contains("plugins/missing/libmissing.so: plugin 'missing' has no library there"),
+        "{missing_err}"
+    );
     let malformed_err = by_key("malformed").error.clone().unwrap();
-    assert!(malformed_err.starts_with("Failed to parse ") && malformed_err.contains("plugins/malformed/plugin.yaml"), "{malformed_err}");
+    assert!(
+        malformed_err.starts_with("Failed to parse ")
+            && malformed_err.contains("plugins/malformed/plugin.yaml"),
+        "{malformed_err}"
+    );
     let nolib_err = by_key("nolib").error.clone().unwrap();
-    assert!(nolib_err.contains("missing the `library` field; add `library: libnolib.so`"), "{nolib_err}");
+    assert!(
+        nolib_err.contains("missing the `library` field; add `library: libnolib.so`"),
+        "{nolib_err}"
+    );
 }
 
 #[test]
 fn a_library_that_is_not_a_plugin_is_refused_with_one_line() {
     let home = TestHome::new();
     // libc is a shared library, but not a hermes plugin.
-    let libc = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6"]
-        .into_iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.exists())
-        .expect("a system libm to stand in for a library that is not a plugin");
-    home.install_lib("math", &libc, "name: math\nlibrary: libm.so.6\n", None, None);
+    let libc = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+    .expect("a system libm to stand in for a library that is not a plugin");
+    home.install_lib(
+        "math",
+        &libc,
+        "name: math\nlibrary: libm.so.6\n",
+        None,
+        None,
+    );
     home.config("plugins:\n  enabled: [math]\n");
     let (_, report) = home.load();
     let err = report.plugins[0].error.clone().unwrap();
-    assert!(err.contains("plugin 'math' is not a hermes plugin"), "{err}");
+    assert!(
+        err.contains("plugin 'math' is not a hermes plugin"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1);
 }
 
@@ -199,12 +416,25 @@ fn a_library_that_is_not_a_plugin_is_refused_with_one_line() {
 fn libraries_are_loaded_once_per_process() {
     let home = TestHome::new();
     let log = home.path().join("calls.log");
-    home.install("one", "recorder", Some("one"), Some(&recorder_config(&log, "one", "{}")));
+    home.install(
+        "one",
+        "recorder",
+        Some("one"),
+        Some(&recorder_config(&log, "one", "{}")),
+    );
     home.config("plugins:\n  enabled: [one]\n");
-    let lib = home.path().join("plugins/one/librecorder.so").canonicalize().unwrap();
-    let first = hermes_host::plugins::load_library(&lib, "one").map(|l| l.abi_version()).unwrap();
+    let lib = home
+        .path()
+        .join("plugins/one/librecorder.so")
+        .canonicalize()
+        .unwrap();
+    let first = hermes_host::plugins::load_library(&lib, "one")
+        .map(|l| l.abi_version())
+        .unwrap();
     // Remove the file (the mapping stays valid): a second load must not need it.
     std::fs::remove_file(&lib).unwrap();
-    let second = hermes_host::plugins::load_library(&lib, "one").map(|l| l.abi_version()).unwrap();
+    let second = hermes_host::plugins::load_library(&lib, "one")
+        .map(|l| l.abi_version())
+        .unwrap();
     assert_eq!(first, second);
 }

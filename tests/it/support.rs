@@ -10,12 +10,23 @@ use std::sync::OnceLock;
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// The crates the tests load, all built in debug mode into `target/it`.
 pub const PACKAGES: &[&str] = &[
-    "audit-log", "guardrail", "memory", "secret-redactor", "metrics", "faulty", "recorder", "compat-v1_1", "noop",
+    "audit-log",
+    "guardrail",
+    "memory",
+    "secret-redactor",
+    "metrics",
+    "faulty",
+    "recorder",
+    "compat-v1_1",
+    "noop",
 ];
 
 /// What the nested builds produced.
@@ -28,7 +39,9 @@ pub struct Built {
 impl Built {
     /// `lib<name>.so` of a workspace package.
     pub fn lib(&self, package: &str) -> PathBuf {
-        self.target.join("debug").join(format!("lib{}.so", package.replace('-', "_")))
+        self.target
+            .join("debug")
+            .join(format!("lib{}.so", package.replace('-', "_")))
     }
 
     /// The `hermes` binary.
@@ -74,7 +87,11 @@ pub fn built() -> &'static Built {
         cargo(&fixtures.join("abi-1.0"), &["build".into()], &fixtures_1_0);
         let fixtures_2_0 = root.join("target").join("it-abi-2.0");
         cargo(&fixtures.join("abi-2.0"), &["build".into()], &fixtures_2_0);
-        Built { target, fixtures_1_0, fixtures_2_0 }
+        Built {
+            target,
+            fixtures_1_0,
+            fixtures_2_0,
+        }
     })
 }
 
@@ -85,11 +102,16 @@ pub fn release_lib(package: &str) -> PathBuf {
     let target = BUILT.get_or_init(|| {
         let root = workspace();
         let target = root.join("target").join("it-release");
-        let args: Vec<String> = ["build", "--release", "-p", "noop"].iter().map(|s| s.to_string()).collect();
+        let args: Vec<String> = ["build", "--release", "-p", "noop"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         cargo(&root, &args, &target);
         target
     });
-    target.join("release").join(format!("lib{}.so", package.replace('-', "_")))
+    target
+        .join("release")
+        .join(format!("lib{}.so", package.replace('-', "_")))
 }
 
 fn cargo(dir: &Path, args: &[String], target: &Path) {
@@ -102,7 +124,11 @@ fn cargo(dir: &Path, args: &[String], target: &Path) {
         .env_remove("RUSTFLAGS")
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo in {}: {e}", dir.display()));
-    assert!(status.success(), "cargo {args:?} failed in {}", dir.display());
+    assert!(
+        status.success(),
+        "cargo {args:?} failed in {}",
+        dir.display()
+    );
 }
 
 /// A temporary `$HERMES_HOME`.
@@ -119,7 +145,9 @@ impl Default for TestHome {
 impl TestHome {
     /// An empty home.
     pub fn new() -> TestHome {
-        TestHome { dir: tempfile::tempdir().expect("a temporary directory") }
+        TestHome {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
     }
 
     /// The home directory.
@@ -134,26 +162,52 @@ impl TestHome {
 
     /// Installs a built workspace plugin as `plugins/<dir>` with its own plugin.yaml, with
     /// `name` and `config` replaced when given.
-    pub fn install(&self, dir: &str, package: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+    pub fn install(
+        &self,
+        dir: &str,
+        package: &str,
+        name: Option<&str>,
+        config: Option<&str>,
+    ) -> PathBuf {
         let src = workspace().join(plugin_crate_dir(package));
-        let manifest = std::fs::read_to_string(src.join("plugin.yaml")).expect("the package has a plugin.yaml");
+        let manifest = std::fs::read_to_string(src.join("plugin.yaml"))
+            .expect("the package has a plugin.yaml");
         self.install_lib(dir, &built().lib(package), &manifest, name, config)
     }
 
     /// Installs the release build of a workspace plugin (see [`release_lib`]).
-    pub fn install_release(&self, dir: &str, package: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+    pub fn install_release(
+        &self,
+        dir: &str,
+        package: &str,
+        name: Option<&str>,
+        config: Option<&str>,
+    ) -> PathBuf {
         let src = workspace().join(plugin_crate_dir(package));
-        let manifest = std::fs::read_to_string(src.join("plugin.yaml")).expect("the package has a plugin.yaml");
+        let manifest = std::fs::read_to_string(src.join("plugin.yaml"))
+            .expect("the package has a plugin.yaml");
         self.install_lib(dir, &release_lib(package), &manifest, name, config)
     }
 
     /// Installs `lib` as `plugins/<dir>` with the given manifest text.
-    pub fn install_lib(&self, dir: &str, lib: &Path, manifest: &str, name: Option<&str>, config: Option<&str>) -> PathBuf {
+    pub fn install_lib(
+        &self,
+        dir: &str,
+        lib: &Path,
+        manifest: &str,
+        name: Option<&str>,
+        config: Option<&str>,
+    ) -> PathBuf {
         let dest = self.path().join("plugins").join(dir);
         std::fs::create_dir_all(&dest).expect("create the plugin dir");
         let file = lib.file_name().expect("a library file name");
-        std::fs::copy(lib, dest.join(file)).unwrap_or_else(|e| panic!("copy {}: {e}", lib.display()));
-        let mut text: String = manifest.lines().filter(|l| !(name.is_some() && l.starts_with("name:"))).map(|l| format!("{l}\n")).collect();
+        std::fs::copy(lib, dest.join(file))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", lib.display()));
+        let mut text: String = manifest
+            .lines()
+            .filter(|l| !(name.is_some() && l.starts_with("name:")))
+            .map(|l| format!("{l}\n"))
+            .collect();
         if let Some(name) = name {
             text.push_str(&format!("name: {name}\n"));
         }
@@ -173,22 +227,33 @@ impl TestHome {
     pub fn hermes(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(built().hermes());
         cmd.arg("--home").arg(self.path()).args(args);
-        cmd.env_remove("HERMES_LOG").env_remove("RUST_LOG").env_remove("HERMES_SAFE_MODE");
+        cmd.env_remove("HERMES_LOG")
+            .env_remove("RUST_LOG")
+            .env_remove("HERMES_SAFE_MODE");
         cmd.env_remove("HERMES_ENABLE_PROJECT_PLUGINS");
         for (k, v) in env {
             cmd.env(k, v);
         }
         let output = cmd.output().expect("run hermes");
-        Run { args: args.iter().map(|s| s.to_string()).collect(), output }
+        Run {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            output,
+        }
     }
 
     /// Loads the home's plugins through the public API.
-    pub fn load(&self) -> (hermes_host::registry::Registry, hermes_host::plugins::LoadReport) {
+    pub fn load(
+        &self,
+    ) -> (
+        hermes_host::registry::Registry,
+        hermes_host::plugins::LoadReport,
+    ) {
         let home = self.home();
         let (config, problem) = home.load_config();
         assert!(problem.is_none(), "{problem:?}");
         let mut registry = hermes_host::registry::Registry::new();
-        let report = hermes_host::plugins::load_all(&home, &config, &Default::default(), &mut registry);
+        let report =
+            hermes_host::plugins::load_all(&home, &config, &Default::default(), &mut registry);
         (registry, report)
     }
 
@@ -201,7 +266,11 @@ impl TestHome {
 /// `plugins/<package>` or `tests/plugins/<package>`.
 pub fn plugin_crate_dir(package: &str) -> PathBuf {
     let examples = Path::new("plugins").join(package);
-    if workspace().join(&examples).is_dir() { examples } else { Path::new("tests").join("plugins").join(package) }
+    if workspace().join(&examples).is_dir() {
+        examples
+    } else {
+        Path::new("tests").join("plugins").join(package)
+    }
 }
 
 /// A finished `hermes` run, with output that explains itself when an assertion fails.

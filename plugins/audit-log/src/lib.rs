@@ -28,11 +28,12 @@ pub fn register(ctx: &mut PluginContext) {
 /// path is known).
 pub fn log_tool_calls(ctx: &mut PluginContext, path: PathBuf) {
     let before = path.clone();
-    ctx.pre_tool_call(move |e| {
+    ctx.named("audit_pre_tool_call").pre_tool_call(move |e| {
         jsonl::append_or_warn(&before, &entry::before(e, SystemTime::now()));
         ToolDecision::Continue
     });
-    ctx.post_tool_call(move |e| jsonl::append_or_warn(&path, &entry::after(e, SystemTime::now())));
+    ctx.named("audit_post_tool_call")
+        .post_tool_call(move |e| jsonl::append_or_warn(&path, &entry::after(e, SystemTime::now())));
 }
 
 hermes_hooks_abi::export_plugin!(register);

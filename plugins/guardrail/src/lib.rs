@@ -21,7 +21,8 @@ pub fn register(ctx: &mut PluginContext) {
 /// Registers the `pre_tool_call` hook that blocks a `terminal` command matching one of `rules`
 /// ([`register`], once the rules are compiled).
 pub fn guard_terminal(ctx: &mut PluginContext, rules: Rules) {
-    ctx.pre_tool_call(move |e| check(&rules, e));
+    ctx.named("check_terminal_command")
+        .pre_tool_call(move |e| check(&rules, e));
 }
 
 /// Blocks a `terminal` call whose command matches a rule; lets every other call through.

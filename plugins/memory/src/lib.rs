@@ -32,12 +32,12 @@ pub fn register(ctx: &mut PluginContext) {
 pub fn remember_and_recall(ctx: &mut PluginContext, store: Store, max_items: usize) {
     let store = Arc::new(store);
     let recall_from = Arc::clone(&store);
-    ctx.pre_llm_call(move |e| {
+    ctx.named("recall").pre_llm_call(move |e| {
         let recalled = recall_from.recall(e.user_message(), max_items);
         let bullets: Vec<String> = recalled.iter().map(Entry::bullet).collect();
         (!bullets.is_empty()).then(|| format!("Relevant memory:\n{}", bullets.join("\n")))
     });
-    ctx.post_llm_call(move |e| {
+    ctx.named("remember").post_llm_call(move |e| {
         let now = SystemTime::now();
         store.add(Entry::from_turn(
             e.session_id(),

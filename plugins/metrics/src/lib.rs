@@ -33,11 +33,11 @@ pub fn register(ctx: &mut PluginContext) {
 pub fn count_tool_calls(ctx: &mut PluginContext, path: PathBuf) {
     let tally = Arc::new(Tally::default());
     let counter = Arc::clone(&tally);
-    ctx.post_tool_call(move |e| {
+    ctx.named("count_tool_call").post_tool_call(move |e| {
         let status = tally::status_of(e.status(), e.result());
         counter.record(e.session_id(), e.tool_name(), status, e.duration_ms());
     });
-    ctx.on_session_end(move |e| {
+    ctx.named("summarise_session").on_session_end(move |e| {
         let Some(summary) = tally.take(e.session_id()) else {
             return;
         };

@@ -23,20 +23,22 @@ pub fn register(ctx: &mut PluginContext) {
 pub fn redact_secrets(ctx: &mut PluginContext, redactor: Redactor) {
     let redactor = Arc::new(redactor);
     let for_terminal = Arc::clone(&redactor);
-    ctx.transform_tool_result(move |e| {
-        let redacted = redactor.redact(e.result())?;
-        tracing::info!(
-            tool = e.tool_name(),
-            session_id = e.session_id(),
-            "redacted the tool result"
-        );
-        Some(redacted)
-    });
-    ctx.transform_terminal_output(move |e| {
-        let redacted = for_terminal.redact(e.output())?;
-        tracing::info!(task_id = e.task_id(), "redacted the terminal output");
-        Some(redacted)
-    });
+    ctx.named("redact_tool_result")
+        .transform_tool_result(move |e| {
+            let redacted = redactor.redact(e.result())?;
+            tracing::info!(
+                tool = e.tool_name(),
+                session_id = e.session_id(),
+                "redacted the tool result"
+            );
+            Some(redacted)
+        });
+    ctx.named("redact_terminal_output")
+        .transform_terminal_output(move |e| {
+            let redacted = for_terminal.redact(e.output())?;
+            tracing::info!(task_id = e.task_id(), "redacted the terminal output");
+            Some(redacted)
+        });
 }
 
 hermes_hooks_abi::export_plugin!(register);
