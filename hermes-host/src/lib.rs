@@ -7,7 +7,12 @@
 //!   `cdylib` built on `hermes-hooks-abi`);
 //! - [`registry`] keeps one ordered list of callbacks per hook and combines their answers
 //!   by the reference's rules (first block wins, contexts joined, first transform wins, ...);
-//! - [`logging`] bridges plugins' `tracing` records into the host's log.
+//! - [`shell`] turns the `hooks:` block of `config.yaml` into shell hooks in the same
+//!   registry (validation, consent and allowlist, one subprocess per firing);
+//! - [`logging`] bridges plugins' `tracing` records into the host's log;
+//! - [`agent`] is the reference agent loop that fires every hook at its documented point;
+//! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
+//!   or `handler.py` handler) and delivers events to them without blocking the caller.
 //!
 //! The library never prints, exits or reads argv: the `hermes` binary does that.
 //!
@@ -35,8 +40,11 @@
 
 #![deny(missing_docs)]
 
+pub mod agent;
+pub mod gateway;
 pub mod home;
 pub mod logging;
 pub mod payload;
 pub mod plugins;
 pub mod registry;
+pub mod shell;

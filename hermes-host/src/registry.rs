@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abi_stable::std_types::RString;
+use abi_stable::std_types::{ROption, RResult, RString};
 use hermes_hooks_abi::core::{
     EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action, no_host_calls,
 };
@@ -55,6 +55,12 @@ pub trait ExternalHook: Send + Sync {
     /// Hooks of equal priority run together; lower priorities run (and finish) first.
     fn priority(&self) -> i64 {
         0
+    }
+    /// A key naming what this hook runs (for a shell hook: home, event, matcher and
+    /// command), so a loader can see that an equal hook is already registered. `None`: the
+    /// hook has no such identity.
+    fn identity(&self) -> Option<String> {
+        None
     }
 }
 
@@ -138,8 +144,43 @@ pub trait TraceSink: Send + Sync {
 /// ```
 #[derive(Default)]
 pub struct Registry {
-    hooks: HashMap<String, Vec<Entry>>,
+    hooks: HashMap<String, HookEntries, BuildFnv>,
     trace: Option<Arc<dyn TraceSink>>,
+}
+
+/// Hook names are short and come from plugins and config, not from the network, so a
+/// DoS-resistant hash buys nothing here, and SipHash would be most of an empty dispatch.
+#[derive(Clone, Copy, Default)]
+struct BuildFnv;
+
+struct Fnv(u64);
+
+impl std::hash::BuildHasher for BuildFnv {
+    type Hasher = Fnv;
+    fn build_hasher(&self) -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Length, first and last eight bytes: enough to tell hook names apart (a collision
+        // only costs a string comparison), in a handful of instructions.
+        let word = |b: &[u8]| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+        let head = word(&bytes[..bytes.len().min(8)]);
+        let tail = word(&bytes[bytes.len().saturating_sub(8)..]);
+        let mixed = (head ^ tail.rotate_left(29) ^ bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (self.0 ^ mixed).rotate_left(23).wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+/// One hook's callbacks and its combining rule, looked up together in one hash probe.
+struct HookEntries {
+    kind: OutcomeKind,
+    entries: Vec<Entry>,
 }
 
 impl Registry {
@@ -151,7 +192,8 @@ impl Registry {
     /// Appends an entry to `hook`'s list. Unknown hook names are kept (never fired unless
     /// someone fires that name), as the reference does.
     pub fn add(&mut self, hook: &str, entry: Entry) {
-        self.hooks.entry(hook.to_string()).or_default().push(entry);
+        let kind = hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome);
+        self.hooks.entry(hook.to_string()).or_insert_with(|| HookEntries { kind, entries: Vec::new() }).entries.push(entry);
     }
 
     /// Appends a native plugin callback.
@@ -177,7 +219,7 @@ impl Registry {
 
     /// The entries of `hook`, in registry order.
     pub fn entries(&self, hook: &str) -> &[Entry] {
-        self.hooks.get(hook).map_or(&[], Vec::as_slice)
+        self.hooks.get(hook).map_or(&[], |h| h.entries.as_slice())
     }
 
     /// Every hook name with at least one callback, sorted.
@@ -204,11 +246,10 @@ impl Registry {
     /// The view a callback sees is invariant in its lifetime, so the hook name, the fields
     /// and the capabilities share one lifetime: build `host` right before the call.
     pub fn fire_with<'a>(&self, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
-        let kind = hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome);
-        let entries = self.entries(hook);
-        if entries.is_empty() {
-            return Outcome::empty(kind);
-        }
+        let Some(HookEntries { kind, entries }) = self.hooks.get(hook) else {
+            return Outcome::empty(hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome));
+        };
+        let kind = *kind;
         let view = EventView::new(hook, fields, host);
         let mut combiner = Combiner::new(kind);
         self.each_answer(&view, entries, |entry, answer| combiner.take(hook, entry, answer));
@@ -273,21 +314,33 @@ impl Registry {
         let externals = entries.iter().any(|e| matches!(e.callback, Callback::External(_)));
         if !externals {
             for entry in entries {
+                // The common case, a native callback with no opinion and no trace, touches
+                // nothing but the frozen return value: no conversion, no copy of a Reply.
+                if let (Callback::Native(cb), None) = (&entry.callback, &self.trace) {
+                    match cb.call(view) {
+                        RResult::ROk(ROption::RNone) => {}
+                        RResult::ROk(ROption::RSome(reply)) => take(entry, Ok(Some(reply))),
+                        RResult::RErr(message) => take(entry, Err(message.into_string())),
+                    }
+                    continue;
+                }
                 let answer = self.call_inline(view, entry);
                 take(entry, answer);
             }
             return;
         }
-        let mut answers: Vec<Option<HookResult>> = entries.iter().map(|_| None).collect();
+        let mut answers: Vec<Option<(HookResult, Duration)>> = entries.iter().map(|_| None).collect();
         run_externals(view, entries, &mut answers);
         for (entry, slot) in entries.iter().zip(answers) {
             let answer = match slot {
-                Some(answer) => answer,
+                Some((answer, took)) => {
+                    if let Some(trace) = &self.trace {
+                        trace.record(record(view, entry, &answer, took));
+                    }
+                    answer
+                }
                 None => self.call_inline(view, entry),
             };
-            if let (Some(trace), Callback::External(_)) = (&self.trace, &entry.callback) {
-                trace.record(record(view, entry, &answer, Duration::ZERO));
-            }
             take(entry, answer);
         }
     }
@@ -342,41 +395,49 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs the matching external entries, group by group in ascending priority, each group
 /// concurrently (at most [`MAX_PARALLEL_EXTERNAL`] at once), and stores their answers.
-fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<HookResult>]) {
+fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<(HookResult, Duration)>]) {
     let mut jobs: Vec<(usize, i64, &Arc<dyn ExternalHook>)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         if let Callback::External(ext) = &entry.callback {
             if ext.matches(view) {
                 jobs.push((i, ext.priority(), ext));
             } else {
-                answers[i] = Some(Ok(None));
+                answers[i] = Some((Ok(None), Duration::ZERO));
             }
         }
     }
     jobs.sort_by_key(|(i, priority, _)| (*priority, *i));
     for group in jobs.chunk_by(|a, b| a.1 == b.1) {
         if let [(i, _, ext)] = group {
-            answers[*i] = Some(ext.run(view));
+            let started = Instant::now();
+            let answer = ext.run(view);
+            answers[*i] = Some((answer, started.elapsed()));
             continue;
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<std::sync::Mutex<Option<HookResult>>> = group.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let results: Vec<std::sync::Mutex<Option<(HookResult, Duration)>>> =
+            group.iter().map(|_| std::sync::Mutex::new(None)).collect();
         std::thread::scope(|scope| {
             for _ in 0..group.len().min(MAX_PARALLEL_EXTERNAL) {
                 scope.spawn(|| {
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((_, _, ext)) = group.get(k) else { break };
+                        let started = Instant::now();
                         let answer = ext.run(view);
                         if let Ok(mut slot) = results[k].lock() {
-                            *slot = Some(answer);
+                            *slot = Some((answer, started.elapsed()));
                         }
                     }
                 });
             }
         });
         for ((i, _, _), result) in group.iter().zip(results) {
-            let answer = result.into_inner().ok().flatten().unwrap_or_else(|| Err("the hook's worker thread panicked".into()));
+            let answer = result
+                .into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| (Err("the hook's worker thread panicked".into()), Duration::ZERO));
             answers[*i] = Some(answer);
         }
     }

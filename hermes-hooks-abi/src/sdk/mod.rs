@@ -171,6 +171,24 @@ impl<'r> PluginContext<'r> {
         self
     }
 
+    /// Registers a native gateway hook that can fail: an `Err(message)` is printed by the
+    /// gateway as `[hooks] Error in handler for '<event>': <message>`.
+    ///
+    /// ```
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::register("x", |ctx| {
+    ///     ctx.try_on_gateway_event("agent:end", |_e| Err("the disk is full".to_string()));
+    /// });
+    /// let out = host.fire("agent:end", &[]);
+    /// assert_eq!(out[0].as_ref().unwrap_err(), "the disk is full");
+    /// ```
+    pub fn try_on_gateway_event<F>(&mut self, event: &str, callback: F) -> &mut Self
+    where
+        F: Fn(&GatewayEvent<'_, '_>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        let name = self.take_name::<F>();
+        self.register_raw(event, &name, move |view| callback(&GatewayEvent::new(view)).map(|()| None))
+    }
+
     /// Registers a native gateway hook for `event` (`agent:start`, `command:*`, ...).
     ///
     /// Gateway hooks are observers: they cannot change what the gateway does.

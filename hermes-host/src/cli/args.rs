@@ -34,10 +34,22 @@ pub struct GlobalArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run a scripted agent session (no network, no API key) with every hook firing.
+    Run(RunArgs),
     /// Manage native plugins.
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
+    },
+    /// Shell hooks (the hooks: block of config.yaml): list, test, revoke, doctor, allow, fire.
+    Hooks {
+        #[command(subcommand)]
+        command: Option<HooksCommand>,
+    },
+    /// Gateway hooks ($HERMES_HOME/hooks/<name>/HOOK.yaml): list them, emit an event to them.
+    Gateway {
+        #[command(subcommand)]
+        command: GatewayCommand,
     },
 }
 
@@ -91,4 +103,119 @@ pub enum PluginsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `hermes gateway ...`. One variant per action; running the gateway itself comes later.
+#[derive(Subcommand, Debug)]
+pub enum GatewayCommand {
+    /// List the gateway hooks that loaded, and why the others did not.
+    Hooks {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load the gateway hooks, emit one event to them, and wait for its delivery.
+    Emit {
+        /// The event, such as agent:start or command:model.
+        event: String,
+        /// The context: a JSON object (default {}).
+        #[arg(long, value_name = "JSON")]
+        context: Option<String>,
+        /// Seconds to wait for the handlers before giving up on them.
+        #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+        deadline: f64,
+    },
+}
+
+/// `hermes hooks ...`: inspect and manage shell hooks.
+#[derive(Subcommand, Debug)]
+pub enum HooksCommand {
+    /// List the configured shell hooks and whether each is allowlisted.
+    #[command(visible_alias = "ls")]
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the hooks of one event once on a synthetic payload (the allowlist is not consulted).
+    Test {
+        /// The event, such as pre_tool_call.
+        event: String,
+        /// Set tool_name, and only run tool hooks whose matcher matches it.
+        #[arg(long, value_name = "TOOL")]
+        for_tool: Option<String>,
+        /// A JSON object merged over the synthetic payload.
+        #[arg(long, value_name = "FILE")]
+        payload_file: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove every allowlist entry of a command (under any event).
+    #[command(visible_aliases = ["remove", "rm"])]
+    Revoke {
+        /// The command, exactly as in config.yaml.
+        command: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every configured hook: script, allowlist, changes since approval, a JSON smoke test.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a command without a prompt, pinned to its script's current content.
+    #[command(visible_alias = "approve")]
+    Allow {
+        /// The command, exactly as in config.yaml.
+        command: String,
+        /// Approve it for this event only (default: every event that uses it in config.yaml).
+        #[arg(long, value_name = "EVENT")]
+        event: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Register plugins and approved shell hooks as an agent run does, then fire one event.
+    Fire {
+        /// The event, such as pre_tool_call.
+        event: String,
+        /// The payload: a JSON object of the event's fields (missing fields are empty).
+        #[arg(long, value_name = "JSON")]
+        payload: Option<String>,
+        /// Read the payload from a file.
+        #[arg(long, value_name = "FILE", conflicts_with = "payload")]
+        payload_file: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `hermes run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The session script (YAML: model, platform, turns of user messages and model steps).
+    pub script: PathBuf,
+    /// How dangerous terminal commands are approved: once, session, always, deny, or prompt
+    /// (ask at the terminal; deny when there is none).
+    #[arg(long, default_value = "prompt", value_name = "MODE")]
+    pub approvals: String,
+    /// Seconds to wait at the approval prompt before denying.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub approval_timeout: u64,
+    /// The trace of every hook firing: text, json or off.
+    #[arg(long, default_value = "text", value_name = "FORMAT")]
+    pub trace: String,
+    /// Write the trace to FILE instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub trace_file: Option<PathBuf>,
+    /// The directory tools run in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Seconds a terminal command may run.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub terminal_timeout: u64,
 }

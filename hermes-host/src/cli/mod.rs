@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod load;
 mod settings;
 
 use std::ffi::OsString;
@@ -21,6 +22,8 @@ pub enum ExitStatus {
     Failure,
     /// The command could not do its job (bad input, IO error): exit 2.
     Error,
+    /// The user interrupted it (SIGINT): exit 130, as a shell reports it.
+    Interrupted,
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -29,6 +32,7 @@ impl From<ExitStatus> for ExitCode {
             ExitStatus::Success => ExitCode::SUCCESS,
             ExitStatus::Failure => ExitCode::from(1),
             ExitStatus::Error => ExitCode::from(2),
+            ExitStatus::Interrupted => ExitCode::from(130),
         }
     }
 }

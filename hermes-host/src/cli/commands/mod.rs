@@ -1,6 +1,9 @@
 //! One module per subcommand.
 
+mod gateway;
+mod hooks;
 mod plugins;
+mod run;
 
 use super::ExitStatus;
 use super::args::Command;
@@ -10,5 +13,8 @@ use super::settings::Settings;
 pub fn run(command: Command, settings: &Settings) -> anyhow::Result<ExitStatus> {
     match command {
         Command::Plugins { command } => plugins::run(command, settings),
+        Command::Run(args) => run::run(args, settings),
+        Command::Hooks { command } => hooks::run(command, settings),
+        Command::Gateway { command } => gateway::run(command, settings),
     }
 }

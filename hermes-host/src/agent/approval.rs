@@ -1,0 +1,144 @@
+//! Dangerous terminal commands and the approval step they go through.
+
+use std::collections::HashSet;
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use regex::Regex;
+
+/// A dangerous-command pattern: its key, a description, and the regex.
+struct Pattern {
+    key: &'static str,
+    description: &'static str,
+    regex: Regex,
+}
+
+const PATTERNS: &[(&str, &str, &str)] = &[
+    ("recursive_delete", "recursive delete", r"\brm\s+(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\b"),
+    ("sudo", "runs a command as root", r"(^|[;&|]\s*)sudo\b"),
+    ("mkfs", "formats a filesystem", r"\bmkfs(\.\w+)?\b"),
+    ("dd_device", "writes a raw device", r"\bdd\b.*\bof=/dev/"),
+    ("chmod_777", "makes files world-writable", r"\bchmod\s+(-R\s+)?777\b"),
+    ("pipe_to_shell", "pipes a download into a shell", r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z)?sh\b"),
+    ("fork_bomb", "fork bomb", r":\(\)\s*\{\s*:\|:&\s*\};:"),
+    ("git_force_push", "force-pushes git history", r"\bgit\s+push\b.*(--force|-f)\b"),
+];
+
+/// The dangerous patterns `command` matches: `(keys, description of the first)`.
+///
+/// ```
+/// let (keys, why) = hermes_host::agent::approval::dangerous("sudo rm -rf /tmp/x").unwrap();
+/// assert_eq!(keys, ["recursive_delete", "sudo"]);
+/// assert_eq!(why, "recursive delete");
+/// assert!(hermes_host::agent::approval::dangerous("ls -la").is_none());
+/// ```
+pub fn dangerous(command: &str) -> Option<(Vec<&'static str>, &'static str)> {
+    static COMPILED: std::sync::OnceLock<Vec<Pattern>> = std::sync::OnceLock::new();
+    let patterns = COMPILED.get_or_init(|| {
+        PATTERNS
+            .iter()
+            .filter_map(|(key, description, re)| Regex::new(re).ok().map(|regex| Pattern { key, description, regex }))
+            .collect()
+    });
+    let hits: Vec<&Pattern> = patterns.iter().filter(|p| p.regex.is_match(command)).collect();
+    let first = hits.first()?;
+    Some((hits.iter().map(|p| p.key).collect(), first.description))
+}
+
+/// How approvals are answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// Approve this command once.
+    Once,
+    /// Approve, and approve the same patterns for the rest of the session.
+    Session,
+    /// Approve, and approve the same patterns from now on.
+    Always,
+    /// Deny every dangerous command.
+    Deny,
+    /// Ask at the terminal (with a timeout); deny when there is no terminal.
+    Prompt,
+}
+
+impl std::str::FromStr for ApprovalMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "once" => Ok(ApprovalMode::Once),
+            "session" => Ok(ApprovalMode::Session),
+            "always" => Ok(ApprovalMode::Always),
+            "deny" => Ok(ApprovalMode::Deny),
+            "prompt" => Ok(ApprovalMode::Prompt),
+            other => Err(format!("unknown approval mode '{other}' (valid: once, session, always, deny, prompt)")),
+        }
+    }
+}
+
+/// Answers approval requests and remembers `session` / `always` answers.
+pub struct Approver {
+    mode: ApprovalMode,
+    timeout: Duration,
+    remembered: Mutex<HashSet<String>>,
+}
+
+impl Approver {
+    /// An approver answering by `mode`; a prompt times out after `timeout`.
+    pub fn new(mode: ApprovalMode, timeout: Duration) -> Approver {
+        Approver { mode, timeout, remembered: Mutex::new(HashSet::new()) }
+    }
+
+    /// Whether every pattern key was approved earlier for the session or for good.
+    pub fn remembered(&self, keys: &[&str]) -> bool {
+        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        !keys.is_empty() && keys.iter().all(|k| remembered.contains(*k))
+    }
+
+    /// The choice for `command`: `once`, `session`, `always`, `deny` or `timeout`.
+    pub fn decide(&self, command: &str, description: &str, keys: &[&str]) -> &'static str {
+        let choice = match self.mode {
+            ApprovalMode::Once => "once",
+            ApprovalMode::Session => "session",
+            ApprovalMode::Always => "always",
+            ApprovalMode::Deny => "deny",
+            ApprovalMode::Prompt => prompt(command, description, self.timeout),
+        };
+        if matches!(choice, "session" | "always") {
+            let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+            remembered.extend(keys.iter().map(|k| k.to_string()));
+        }
+        choice
+    }
+}
+
+/// Asks at the terminal; no terminal means deny, silence past `timeout` means `timeout`.
+fn prompt(command: &str, description: &str, timeout: Duration) -> &'static str {
+    if !std::io::stdin().is_terminal() {
+        return "deny";
+    }
+    let mut out = std::io::stderr();
+    let _ = write!(
+        out,
+        "\n⚠ Dangerous command ({description}):\n    {command}\nAllow? [o]nce / [s]ession / [a]lways / [d]eny (denied in {}s): ",
+        timeout.as_secs()
+    );
+    let _ = out.flush();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(line) => match line.trim().to_ascii_lowercase().as_str() {
+            "o" | "once" | "y" | "yes" => "once",
+            "s" | "session" => "session",
+            "a" | "always" => "always",
+            _ => "deny",
+        },
+        Err(_) => {
+            let _ = writeln!(out);
+            "timeout"
+        }
+    }
+}

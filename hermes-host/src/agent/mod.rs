@@ -1,0 +1,518 @@
+//! The reference agent loop: a scripted model, real tools, and every hook fired at its
+//! documented point.
+//!
+//! Per turn ([`Agent::run_turn`]), in order:
+//!
+//! 1. `on_session_start` on the first turn of a session;
+//! 2. `pre_llm_call` once, before the tool loop; its context is appended to the user message
+//!    the model receives (`message + "\n\n" + context`) and never stored in the history;
+//! 3. per model response: `pre_api_request`, the response, `post_api_request`; in the
+//!    gateway also `agent:step` with the tool names;
+//! 4. per tool call: `pre_tool_call` (a block makes the result `{"error": "<message>"}` and
+//!    the tool does not run; modifies rewrite the arguments), the tool, `post_tool_call` with
+//!    `duration_ms` (status `blocked` for a blocked call), `transform_tool_result`; inside the
+//!    terminal tool, `pre_approval_request` / `post_approval_response` around the approval of
+//!    a dangerous command and `transform_terminal_output` before truncation;
+//!    `delegate_task` runs child sessions concurrently and fires `subagent_stop` once per
+//!    child, on the parent, after all children finished;
+//! 5. after a final, non-interrupted response: `transform_llm_output` (non-empty responses),
+//!    then `post_llm_call` with the response the user sees;
+//! 6. `on_session_end` at the end of every turn, with `completed=false, interrupted=true`
+//!    when an interrupt stopped it.
+//!
+//! [`Agent::finalize`] fires `on_session_finalize`. Failures inside hooks never stop the
+//! loop; failures of tools are tool results.
+
+pub mod approval;
+pub mod script;
+pub mod tools;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hermes_hooks_abi::core::Field;
+use hermes_hooks_abi::hooks::payload::*;
+use serde_json::{Value, json};
+
+pub use approval::{ApprovalMode, Approver};
+pub use script::{Script, Step, ToolCall, Turn};
+pub use trace::{TraceFormat, TraceRecord, Tracer};
+
+use crate::gateway::GatewayHooks;
+use crate::registry::{Outcome, Registry, ToolVerdict};
+
+/// Where the agent writes the conversation as it happens (the user, tool calls, results and
+/// answers). `hermes run` prints to stdout; the gateway sends replies to the chat.
+pub trait Transcript: Send + Sync {
+    /// One line of the conversation.
+    fn line(&self, session: &Session, text: &str);
+}
+
+/// A transcript that prints to stdout.
+pub struct Stdout;
+
+impl Transcript for Stdout {
+    fn line(&self, _session: &Session, text: &str) {
+        println!("{text}");
+    }
+}
+
+/// One conversation.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The session id hooks see.
+    pub id: String,
+    /// The model name.
+    pub model: String,
+    /// `cli` or the gateway platform.
+    pub platform: String,
+    /// The gateway user, if any.
+    pub user_id: Option<String>,
+    /// The gateway chat, if any.
+    pub chat_id: Option<String>,
+    /// The messages so far (user, assistant, tool), without injected context.
+    pub history: Vec<Value>,
+    /// The directory tools run in.
+    pub cwd: PathBuf,
+    /// Where `delegate_task` child scripts are looked up.
+    pub script_dir: PathBuf,
+}
+
+impl Session {
+    /// A new session with a generated id.
+    pub fn new(model: &str, platform: &str, cwd: &Path) -> Session {
+        Session {
+            id: new_session_id(),
+            model: model.to_string(),
+            platform: platform.to_string(),
+            user_id: None,
+            chat_id: None,
+            history: Vec::new(),
+            cwd: cwd.to_path_buf(),
+            script_dir: cwd.to_path_buf(),
+        }
+    }
+}
+
+/// A fresh session id: time plus a process-wide counter.
+pub fn new_session_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("sess-{secs:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnResult {
+    /// The final answer the user sees (after `transform_llm_output`), if there was one.
+    pub response: Option<String>,
+    /// Whether the turn ran to its final answer.
+    pub completed: bool,
+    /// Whether an interrupt stopped it.
+    pub interrupted: bool,
+}
+
+/// The agent: the hooks, the tools' settings, and the trace.
+pub struct Agent {
+    /// Plugin and shell hooks.
+    pub registry: Arc<Registry>,
+    /// Gateway hooks, in gateway mode only (the CLI never loads them, as in the reference).
+    pub gateway: Option<Arc<GatewayHooks>>,
+    /// The trace of every firing.
+    pub tracer: Arc<Tracer>,
+    /// Answers approvals of dangerous commands.
+    pub approver: Arc<Approver>,
+    /// Set by SIGINT: the current turn stops at the next step and running commands die.
+    pub interrupt: Arc<AtomicBool>,
+    /// Where the conversation goes.
+    pub transcript: Arc<dyn Transcript>,
+    /// `cli` or `gateway`, for approval hooks.
+    pub surface: &'static str,
+    /// Per-command timeout of the terminal tool.
+    pub terminal_timeout: Duration,
+}
+
+impl Agent {
+    /// Fires `hook` with `fields` and traces the combined outcome.
+    pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
+        let started = Instant::now();
+        let outcome = self.registry.fire(hook, fields);
+        self.tracer.fired(hook, self.registry.entries(hook).len(), &outcome, started.elapsed());
+        outcome
+    }
+
+    /// Emits a gateway event, when running behind the gateway.
+    pub fn emit(&self, event: &str, context: Value) {
+        if let Some(gateway) = &self.gateway {
+            let hooks = gateway.resolve(event).len();
+            gateway.emit(event, context);
+            self.tracer.gateway(event, hooks);
+        }
+    }
+
+    fn gateway_base(&self, session: &Session) -> serde_json::Map<String, Value> {
+        let mut ctx = serde_json::Map::new();
+        ctx.insert("platform".into(), json!(session.platform));
+        ctx.insert("user_id".into(), json!(session.user_id.clone().unwrap_or_default()));
+        ctx.insert("session_id".into(), json!(session.id));
+        ctx
+    }
+
+    /// Runs a whole script as one session: every turn, then `on_session_finalize`. Stops
+    /// after a turn that was interrupted.
+    pub fn run_script(&self, script: &Script, cwd: &Path) -> Vec<TurnResult> {
+        let mut session = Session::new(&script.model, &script.platform, cwd);
+        if let Some(id) = &script.session_id {
+            session.id = id.clone();
+        }
+        session.script_dir = script.dir.clone();
+        let mut results = Vec::new();
+        for turn in &script.turns {
+            let result = self.run_turn(&mut session, &turn.user, &turn.steps);
+            let stop = result.interrupted;
+            results.push(result);
+            if stop {
+                break;
+            }
+        }
+        self.finalize(&session);
+        results
+    }
+
+    /// Fires `on_session_finalize` for `session`.
+    pub fn finalize(&self, session: &Session) {
+        let event = SessionFinalizeEvent { session_id: Some(&session.id), platform: &session.platform };
+        self.fire(SessionFinalizeEvent::HOOK, &event.fields());
+    }
+
+    /// Runs one turn: the user's message and the model's scripted `steps`.
+    pub fn run_turn(&self, session: &mut Session, user_message: &str, steps: &[Step]) -> TurnResult {
+        let is_first_turn = session.history.is_empty();
+        if is_first_turn {
+            let event = SessionStartEvent { session_id: &session.id, model: &session.model, platform: &session.platform };
+            self.fire(SessionStartEvent::HOOK, &event.fields());
+        }
+        self.transcript.line(session, &format!("user: {user_message}"));
+        let history = Value::Array(session.history.clone()).to_string();
+        let turn_id = format!("{}-t{}", session.id, session.history.iter().filter(|m| m["role"] == "user").count() + 1);
+        let event = PreLlmCallEvent {
+            session_id: &session.id,
+            user_message,
+            conversation_history: &history,
+            is_first_turn,
+            model: &session.model,
+            platform: &session.platform,
+            sender_id: session.user_id.as_deref(),
+            turn_id: Some(&turn_id),
+        };
+        let context = self.fire(PreLlmCallEvent::HOOK, &event.fields()).into_text();
+        // What the model receives this turn; the history keeps the message without context.
+        let model_input = match &context {
+            Some(context) => format!("{user_message}\n\n{context}"),
+            None => user_message.to_string(),
+        };
+        session.history.push(json!({ "role": "user", "content": user_message }));
+        let mut start = self.gateway_base(session);
+        start.insert("message".into(), json!(truncate_chars(user_message, 500)));
+        if let Some(chat) = &session.chat_id {
+            start.insert("chat_id".into(), json!(chat));
+        }
+        self.emit("agent:start", Value::Object(start.clone()));
+
+        let mut response: Option<String> = None;
+        let mut interrupted = false;
+        for (i, step) in steps.iter().enumerate() {
+            if self.interrupt.load(Ordering::SeqCst) {
+                interrupted = true;
+                break;
+            }
+            let api = ApiRequestEvent {
+                session_id: &session.id,
+                task_id: &session.id,
+                platform: &session.platform,
+                model: &session.model,
+                provider: "scripted",
+                api_call_count: i as i64 + 1,
+                message_count: session.history.len() as i64,
+                tool_count: 4,
+                approx_input_tokens: (model_input.len() / 4) as i64,
+            };
+            self.fire(ApiRequestEvent::HOOK, &api.fields());
+            let calls = step.calls();
+            let finish_reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+            let after = ApiResponseEvent {
+                session_id: &session.id,
+                task_id: &session.id,
+                platform: &session.platform,
+                model: &session.model,
+                provider: "scripted",
+                api_call_count: i as i64 + 1,
+                api_duration_ms: 0,
+                finish_reason,
+                usage: "{}",
+            };
+            self.fire(ApiResponseEvent::HOOK, &after.fields());
+            if calls.is_empty() {
+                let mut text = step.final_text.clone().unwrap_or_default();
+                if step.echo {
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&format!("[the model received: {model_input}]"));
+                }
+                response = Some(text);
+                break;
+            }
+            let mut step_ctx = self.gateway_base(session);
+            step_ctx.insert("iteration".into(), json!(i + 1));
+            step_ctx.insert("tool_names".into(), json!(calls.iter().map(|c| c.tool.clone()).collect::<Vec<_>>()));
+            self.emit("agent:step", Value::Object(step_ctx));
+            let ids: Vec<String> = (0..calls.len()).map(|k| format!("call-{}-{}-{}", session.history.len(), i + 1, k + 1)).collect();
+            session.history.push(json!({
+                "role": "assistant",
+                "content": null,
+                "tool_calls": calls.iter().zip(&ids).map(|(c, id)| json!({"id": id, "name": c.tool, "arguments": c.args})).collect::<Vec<_>>(),
+            }));
+            for (call, id) in calls.iter().zip(&ids) {
+                if self.interrupt.load(Ordering::SeqCst) {
+                    interrupted = true;
+                    break;
+                }
+                let result = self.tool_call(session, call, id, &turn_id);
+                session.history.push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
+            }
+            if interrupted || self.interrupt.load(Ordering::SeqCst) {
+                interrupted = true;
+                break;
+            }
+        }
+
+        let mut completed = false;
+        if !interrupted {
+            if let Some(text) = response.take() {
+                let mut shown = text.clone();
+                if !text.is_empty() {
+                    let event = TransformLlmOutputEvent { response_text: &text, session_id: &session.id, model: &session.model, platform: &session.platform };
+                    if let Some(replaced) = self.fire(TransformLlmOutputEvent::HOOK, &event.fields()).into_text() {
+                        shown = replaced;
+                    }
+                }
+                session.history.push(json!({ "role": "assistant", "content": shown }));
+                let history = Value::Array(session.history.clone()).to_string();
+                let event = PostLlmCallEvent {
+                    session_id: &session.id,
+                    user_message,
+                    assistant_response: &shown,
+                    conversation_history: &history,
+                    model: &session.model,
+                    platform: &session.platform,
+                };
+                self.fire(PostLlmCallEvent::HOOK, &event.fields());
+                self.transcript.line(session, &format!("assistant: {shown}"));
+                response = Some(shown);
+                completed = true;
+            }
+        } else {
+            self.transcript.line(session, "[interrupted]");
+        }
+        let end = SessionEndEvent { session_id: &session.id, completed, interrupted, model: &session.model, platform: &session.platform };
+        self.fire(SessionEndEvent::HOOK, &end.fields());
+        let mut end_ctx = start;
+        end_ctx.insert("response".into(), json!(truncate_chars(response.as_deref().unwrap_or(""), 500)));
+        end_ctx.insert("model".into(), json!(session.model));
+        end_ctx.insert("provider".into(), json!("scripted"));
+        self.emit("agent:end", Value::Object(end_ctx));
+        TurnResult { response, completed, interrupted }
+    }
+
+    /// One tool call with its hooks: pre_tool_call, the tool, post_tool_call,
+    /// transform_tool_result. Returns what the model sees.
+    fn tool_call(&self, session: &Session, call: &ToolCall, call_id: &str, turn_id: &str) -> String {
+        let args_text = call.args.to_string();
+        let verdict: ToolVerdict = match self.fire(
+            PreToolCallEvent::HOOK,
+            &PreToolCallEvent {
+                tool_name: &call.tool,
+                args: &args_text,
+                task_id: &session.id,
+                session_id: &session.id,
+                tool_call_id: call_id,
+                turn_id: Some(turn_id),
+            }
+            .fields(),
+        ) {
+            Outcome::Tool(v) => v,
+            _ => ToolVerdict::default(),
+        };
+        let args = verdict.apply(&call.args);
+        let args_text = args.to_string();
+        self.transcript.line(session, &format!("  -> {} {}", call.tool, args_text));
+        let started = Instant::now();
+        let (result, status, error_type, error_message) = match verdict.error_result() {
+            Some(blocked) => (blocked, "blocked", None, None),
+            None => {
+                let result = self.run_tool(session, &call.tool, &args);
+                let failed = serde_json::from_str::<Value>(&result).ok().and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
+                match failed {
+                    Some(message) => (result, "error", Some("ToolError"), Some(message)),
+                    None => (result, "ok", None, None),
+                }
+            }
+        };
+        let duration_ms = started.elapsed().as_millis() as i64;
+        let post = PostToolCallEvent {
+            tool_name: &call.tool,
+            args: &args_text,
+            result: &result,
+            task_id: &session.id,
+            session_id: &session.id,
+            tool_call_id: call_id,
+            duration_ms,
+            status,
+            error_type,
+            error_message: error_message.as_deref(),
+        };
+        self.fire(PostToolCallEvent::HOOK, &post.fields());
+        let transform = TransformToolResultEvent {
+            tool_name: &call.tool,
+            args: &args_text,
+            result: &result,
+            task_id: &session.id,
+            session_id: &session.id,
+            tool_call_id: call_id,
+            duration_ms,
+            status,
+            error_type,
+            error_message: error_message.as_deref(),
+        };
+        let result = self.fire(TransformToolResultEvent::HOOK, &transform.fields()).into_text().unwrap_or(result);
+        self.transcript.line(session, &format!("  <- {}", truncate_chars(&result, 300).replace('\n', "\\n")));
+        result
+    }
+
+    fn run_tool(&self, session: &Session, tool: &str, args: &Value) -> String {
+        match tool {
+            "terminal" => self.terminal(session, args),
+            "read_file" => tools::read_file(&session.cwd, args),
+            "write_file" => tools::write_file(&session.cwd, args),
+            "delegate_task" => self.delegate(session, args),
+            other => tools::error(&format!("unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task)")),
+        }
+    }
+
+    fn terminal(&self, session: &Session, args: &Value) -> String {
+        let Some(command) = args["command"].as_str() else {
+            return tools::error("terminal needs a `command` argument");
+        };
+        if let Some((keys, description)) = approval::dangerous(command) {
+            if !self.approver.remembered(&keys) {
+                let keys_json = json!(keys).to_string();
+                let session_key = session.chat_id.as_ref().map_or_else(|| session.id.clone(), |c| format!("{}:{c}", session.platform));
+                let request = ApprovalRequestEvent {
+                    command,
+                    description,
+                    pattern_key: keys[0],
+                    pattern_keys: &keys_json,
+                    session_key: &session_key,
+                    surface: self.surface,
+                };
+                self.fire(ApprovalRequestEvent::HOOK, &request.fields());
+                let choice = self.approver.decide(command, description, &keys);
+                let response = ApprovalResponseEvent {
+                    command,
+                    description,
+                    pattern_key: keys[0],
+                    pattern_keys: &keys_json,
+                    session_key: &session_key,
+                    surface: self.surface,
+                    choice,
+                };
+                self.fire(ApprovalResponseEvent::HOOK, &response.fields());
+                if matches!(choice, "deny" | "timeout") {
+                    let why = if choice == "timeout" { "the approval timed out" } else { "the user denied it" };
+                    return tools::error(&format!("command not run: {why} ({description})"));
+                }
+            }
+        }
+        let timeout = args["timeout"].as_u64().map_or(self.terminal_timeout, Duration::from_secs);
+        let run = tools::run_terminal(command, &session.cwd, timeout, &self.interrupt);
+        let event = TransformTerminalOutputEvent { command, output: &run.output, returncode: run.returncode, task_id: &session.id, env_type: "local" };
+        let output = self.fire(TransformTerminalOutputEvent::HOOK, &event.fields()).into_text().unwrap_or(run.output);
+        let mut result = json!({ "output": tools::truncate(&output), "exit_code": run.returncode });
+        if let Some(why) = run.stopped {
+            result["error"] = json!(format!("command {why}"));
+        }
+        serde_json::to_string(&result).unwrap_or_default()
+    }
+
+    /// `delegate_task`: `{"tasks": [{"script": "child.yaml", "role": "..."}]}`. Children run
+    /// concurrently; `subagent_stop` fires once per child, here on the parent, after all of
+    /// them finished, in task order.
+    fn delegate(&self, session: &Session, args: &Value) -> String {
+        let Some(tasks) = args["tasks"].as_array().filter(|t| !t.is_empty()) else {
+            return tools::error("delegate_task needs `tasks`: a list of {script, role}");
+        };
+        let mut children = Vec::new();
+        for task in tasks {
+            let Some(script) = task["script"].as_str() else {
+                return tools::error("each delegate_task task needs a `script`");
+            };
+            let path = session.script_dir.join(script);
+            match Script::read(&path) {
+                Ok(s) => children.push((s, task["role"].as_str().map(str::to_string))),
+                Err(e) => return tools::error(&format!("cannot read child script: {e}")),
+            }
+        }
+        let outcomes: Vec<(Option<String>, String, &'static str, u64, String)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = children
+                .iter()
+                .map(|(script, role)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let mut child = Session::new(&script.model, &session.platform, &session.cwd);
+                        child.script_dir = script.dir.clone();
+                        let mut last = None;
+                        let mut status = "completed";
+                        for turn in &script.turns {
+                            let r = self.run_turn(&mut child, &turn.user, &turn.steps);
+                            if r.interrupted {
+                                status = "interrupted";
+                                break;
+                            }
+                            if !r.completed {
+                                status = "failed";
+                            }
+                            last = r.response;
+                        }
+                        self.finalize(&child);
+                        (role.clone(), last.unwrap_or_default(), status, started.elapsed().as_millis() as u64, child.id)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or((None, String::new(), "failed", 0, String::new())))
+                .collect()
+        });
+        let mut results = Vec::new();
+        for (role, summary, status, ms, child_id) in &outcomes {
+            let event = SubagentStopEvent {
+                parent_session_id: &session.id,
+                child_role: role.as_deref(),
+                child_summary: summary,
+                child_status: status,
+                duration_ms: *ms as i64,
+            };
+            self.fire(SubagentStopEvent::HOOK, &event.fields());
+            results.push(json!({ "role": role, "status": status, "summary": summary, "session_id": child_id }));
+        }
+        json!({ "results": results }).to_string()
+    }
+}
+
+fn truncate_chars(text: &str, n: usize) -> String {
+    text.chars().take(n).collect()
+}

@@ -1,0 +1,141 @@
+//! The scripted model: a YAML file of user turns and the model's steps, so a whole agent
+//! session runs with no network and no API key.
+//!
+//! ```yaml
+//! model: demo-model          # reported to hooks as `model`
+//! platform: cli              # reported to hooks as `platform`
+//! turns:
+//!   - user: Clean up the build directory
+//!     steps:
+//!       - tool: terminal                      # one tool call
+//!         args: {command: "rm -rf build"}
+//!       - tools:                              # parallel tool calls in one response
+//!           - {tool: read_file, args: {path: notes.txt}}
+//!           - {tool: write_file, args: {path: out.txt, content: hi}}
+//!       - final: Done.                        # the final answer of the turn
+//!         echo: true                          # append what the model received
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A whole scripted session.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// The model name hooks see.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// The platform hooks see (`cli` for `hermes run`).
+    #[serde(default = "default_platform")]
+    pub platform: String,
+    /// A fixed session id (default: generated).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The user's turns, in order.
+    pub turns: Vec<Turn>,
+    /// Where the script was read from; relative paths in it are relative to its directory.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+fn default_model() -> String {
+    "scripted-model".into()
+}
+
+fn default_platform() -> String {
+    "cli".into()
+}
+
+/// One user message and the model's steps in answer.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// The user's message.
+    pub user: String,
+    /// The model's responses, in order; the last one should be a `final`.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+}
+
+/// One model response: tool calls, or a final answer.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// A single tool call: the tool's name.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The single tool call's arguments.
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+    /// Several tool calls in one response.
+    #[serde(default)]
+    pub tools: Vec<ToolCall>,
+    /// The final answer.
+    #[serde(default, rename = "final")]
+    pub final_text: Option<String>,
+    /// Append what the model received (the user message with any injected context) to the
+    /// final answer, so injected context is visible.
+    #[serde(default)]
+    pub echo: bool,
+}
+
+/// A tool call the model makes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments (a JSON object).
+    #[serde(default)]
+    pub args: serde_json::Value,
+}
+
+impl Step {
+    /// The tool calls of this step, in order.
+    pub fn calls(&self) -> Vec<ToolCall> {
+        let mut calls = Vec::new();
+        if let Some(tool) = &self.tool {
+            calls.push(ToolCall { tool: tool.clone(), args: self.args.clone().unwrap_or_else(|| serde_json::json!({})) });
+        }
+        calls.extend(self.tools.iter().cloned());
+        calls
+    }
+}
+
+impl Script {
+    /// Reads a script file.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the file, the line and what is wrong.
+    pub fn read(path: &Path) -> Result<Script, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut script = Script::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        script.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(script)
+    }
+
+    /// Parses script text.
+    ///
+    /// # Errors
+    ///
+    /// The parser's message, with line and column.
+    ///
+    /// ```
+    /// let s = hermes_host::agent::Script::parse("turns:\n  - user: hi\n    steps:\n      - final: hello\n").unwrap();
+    /// assert_eq!(s.turns[0].steps[0].final_text.as_deref(), Some("hello"));
+    /// ```
+    pub fn parse(text: &str) -> Result<Script, String> {
+        let script: Script = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+        for (i, turn) in script.turns.iter().enumerate() {
+            for (j, step) in turn.steps.iter().enumerate() {
+                if step.calls().is_empty() && step.final_text.is_none() && !step.echo {
+                    return Err(format!("turns[{i}].steps[{j}] has neither `tool`, `tools` nor `final`"));
+                }
+            }
+        }
+        Ok(script)
+    }
+}

@@ -1,0 +1,142 @@
+//! The agent's tools: `terminal`, `read_file`, `write_file` (and `delegate_task`, which lives
+//! in the agent loop because it runs child sessions).
+//!
+//! Tools return the text the model sees. Failures are results too (`{"error": ...}`), never
+//! a panic or an early exit of the loop.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How much terminal output the model sees; the rest is cut with a note.
+pub const TERMINAL_OUTPUT_LIMIT: usize = 8 * 1024;
+
+/// How much terminal output is read at all; the rest is discarded while the command runs.
+const TERMINAL_READ_CAP: usize = 4 << 20;
+
+/// What a terminal command did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TerminalRun {
+    /// Combined stdout and stderr, before truncation.
+    pub output: String,
+    /// The exit code (-1 when killed by a signal or the command could not start).
+    pub returncode: i64,
+    /// Whether it was stopped by an interrupt or its timeout.
+    pub stopped: Option<&'static str>,
+}
+
+/// Runs `command` with `sh -c` in `cwd`, in its own process group, until it exits, its
+/// timeout passes, or `interrupt` is set (then the whole group is killed).
+pub fn run_terminal(command: &str, cwd: &Path, timeout: Duration, interrupt: &AtomicBool) -> TerminalRun {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!("exec 2>&1; {command}")).current_dir(cwd);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return TerminalRun { output: format!("cannot start sh: {e}"), returncode: -1, stopped: None },
+    };
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut s) = stdout {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if out.len() < TERMINAL_READ_CAP {
+                    out.extend_from_slice(&buf[..n.min(TERMINAL_READ_CAP - out.len())]);
+                }
+            }
+        }
+        out
+    });
+    let started = Instant::now();
+    let pid = child.id() as i32;
+    let mut stopped = None;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        if interrupt.load(Ordering::SeqCst) {
+            stopped = Some("interrupted");
+        } else if started.elapsed() > timeout {
+            stopped = Some("timed out");
+        }
+        if stopped.is_some() {
+            // SAFETY: killpg on the group we created; a stale id only fails with ESRCH.
+            unsafe { libc::killpg(pid, libc::SIGKILL) };
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The direct child is gone; background children holding the pipe get the group kill.
+    // SAFETY: as above.
+    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    let output = reader.join().unwrap_or_default();
+    let returncode = status.and_then(|s| s.code()).map_or(-1, i64::from);
+    TerminalRun { output: String::from_utf8_lossy(&output).into_owned(), returncode, stopped }
+}
+
+/// Cuts `output` to [`TERMINAL_OUTPUT_LIMIT`] bytes (at a character boundary) with a note.
+///
+/// ```
+/// let long = "x".repeat(10_000);
+/// let cut = hermes_host::agent::tools::truncate(&long);
+/// assert!(cut.len() < 10_000 && cut.ends_with("[output truncated: 10000 bytes in all]"));
+/// ```
+pub fn truncate(output: &str) -> String {
+    if output.len() <= TERMINAL_OUTPUT_LIMIT {
+        return output.to_string();
+    }
+    let mut end = TERMINAL_OUTPUT_LIMIT;
+    while !output.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[output truncated: {} bytes in all]", &output[..end], output.len())
+}
+
+/// `read_file`: the file's text, or an error result.
+pub fn read_file(cwd: &Path, args: &serde_json::Value) -> String {
+    let Some(path) = args["path"].as_str() else {
+        return error("read_file needs a `path` argument");
+    };
+    match std::fs::read(resolve(cwd, path)) {
+        Ok(bytes) => serde_json::json!({ "content": String::from_utf8_lossy(&bytes) }).to_string(),
+        Err(e) => error(&format!("cannot read {path}: {e}")),
+    }
+}
+
+/// `write_file`: writes `content` to `path`, creating parent directories.
+pub fn write_file(cwd: &Path, args: &serde_json::Value) -> String {
+    let (Some(path), Some(content)) = (args["path"].as_str(), args["content"].as_str()) else {
+        return error("write_file needs `path` and `content` arguments");
+    };
+    let full = resolve(cwd, path);
+    if let Some(parent) = full.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&full, content) {
+        Ok(()) => serde_json::json!({ "written": path, "bytes": content.len() }).to_string(),
+        Err(e) => error(&format!("cannot write {path}: {e}")),
+    }
+}
+
+fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) }
+}
+
+/// A tool error result, `{"error": "<message>"}`, with the reference's spacing.
+///
+/// ```
+/// assert_eq!(hermes_host::agent::tools::error("no"), r#"{"error": "no"}"#);
+/// ```
+pub fn error(message: &str) -> String {
+    format!("{{\"error\": {}}}", serde_json::Value::String(message.to_string()))
+}

@@ -1,0 +1,178 @@
+//! The trace of every hook firing: which system, which hook, what it decided, how long it
+//! took. Human-readable lines by default, JSON lines for machines.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::registry::{DispatchVerdict, FiringRecord, Outcome, TraceSink};
+
+/// How the trace is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// No trace.
+    Off,
+    /// One readable line per record.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl std::str::FromStr for TraceFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(TraceFormat::Off),
+            "text" => Ok(TraceFormat::Text),
+            "json" => Ok(TraceFormat::Json),
+            other => Err(format!("unknown trace format '{other}' (valid: text, json, off)")),
+        }
+    }
+}
+
+/// One trace record.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TraceRecord {
+    /// `fire` (a hook fired, with its combined outcome), `callback` (one callback's answer)
+    /// or `gateway` (a gateway event emitted).
+    pub kind: &'static str,
+    /// `agent`, `plugin`, `shell`, `host` or `gateway`.
+    pub system: &'static str,
+    /// The hook or gateway event.
+    pub hook: String,
+    /// The callback's label, for `callback` records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback: Option<String>,
+    /// What was decided, in words.
+    pub decision: String,
+    /// How long it took, in microseconds.
+    pub duration_us: u64,
+    /// The failure, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For `fire` records: how many callbacks the hook had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callbacks: Option<usize>,
+}
+
+/// Writes trace records as they happen, and keeps them for whoever asks.
+pub struct Tracer {
+    format: TraceFormat,
+    out: Mutex<Box<dyn Write + Send>>,
+    kept: Mutex<Vec<TraceRecord>>,
+}
+
+impl Tracer {
+    /// A tracer writing `format` to `out`.
+    pub fn new(format: TraceFormat, out: Box<dyn Write + Send>) -> Tracer {
+        Tracer { format, out: Mutex::new(out), kept: Mutex::new(Vec::new()) }
+    }
+
+    /// Every record so far.
+    pub fn records(&self) -> Vec<TraceRecord> {
+        self.kept.lock().map(|k| k.clone()).unwrap_or_default()
+    }
+
+    /// Records that `hook` fired at `callbacks` callbacks and what the combined outcome was.
+    pub fn fired(&self, hook: &str, callbacks: usize, outcome: &Outcome, took: Duration) {
+        self.write(TraceRecord {
+            kind: "fire",
+            system: "agent",
+            hook: hook.to_string(),
+            callback: None,
+            decision: describe(outcome),
+            duration_us: took.as_micros() as u64,
+            error: None,
+            callbacks: Some(callbacks),
+        });
+    }
+
+    /// Records a gateway event.
+    pub fn gateway(&self, event: &str, hooks: usize) {
+        self.write(TraceRecord {
+            kind: "gateway",
+            system: "gateway",
+            hook: event.to_string(),
+            callback: None,
+            decision: format!("queued for {hooks} hook(s)"),
+            duration_us: 0,
+            error: None,
+            callbacks: Some(hooks),
+        });
+    }
+
+    fn write(&self, record: TraceRecord) {
+        // A hook nobody listens to is noise in the readable trace; JSON keeps every firing.
+        let quiet = self.format == TraceFormat::Text && record.kind == "fire" && record.callbacks == Some(0);
+        if self.format != TraceFormat::Off && !quiet {
+            let line = match self.format {
+                TraceFormat::Json => serde_json::to_string(&record).unwrap_or_default(),
+                _ => text_line(&record),
+            };
+            if let Ok(mut out) = self.out.lock() {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        }
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.push(record);
+        }
+    }
+}
+
+impl TraceSink for Tracer {
+    fn record(&self, r: FiringRecord) {
+        self.write(TraceRecord {
+            kind: "callback",
+            system: r.system,
+            hook: r.hook,
+            callback: Some(r.callback),
+            decision: r.decision,
+            duration_us: r.duration.as_micros() as u64,
+            error: r.error,
+            callbacks: None,
+        });
+    }
+}
+
+fn text_line(r: &TraceRecord) -> String {
+    let took = format!("{:.2} ms", r.duration_us as f64 / 1000.0);
+    match (r.kind, &r.callback) {
+        ("callback", Some(cb)) => {
+            let decision = r.error.as_ref().map_or_else(|| r.decision.clone(), |e| format!("raised: {e}"));
+            format!("[trace]   {:<7} {cb}: {}  ({took})", r.system, one_line(&decision))
+        }
+        ("gateway", _) => format!("[trace] gateway {}: {}", r.hook, r.decision),
+        _ => format!("[trace] {} -> {}  ({took})", r.hook, one_line(&r.decision)),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    let flat = text.replace('\n', "\\n");
+    if flat.chars().count() > 160 { format!("{}...", flat.chars().take(157).collect::<String>()) } else { flat }
+}
+
+/// A combined outcome in words.
+///
+/// ```
+/// use hermes_host::registry::Outcome;
+/// assert_eq!(hermes_host::agent::trace::describe(&Outcome::Observed), "observed");
+/// ```
+pub fn describe(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Observed => "observed".into(),
+        Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
+            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
+            (None, Some(args)) => format!("allowed, args modified: {}", serde_json::Value::Object(args.clone())),
+            (None, None) => "allowed".into(),
+        },
+        Outcome::Context(Some(text)) => format!("context: {text}"),
+        Outcome::Context(None) => "no context".into(),
+        Outcome::Replace(Some(text)) => format!("replaced: {text}"),
+        Outcome::Replace(None) => "unchanged".into(),
+        Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
+        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => format!("skip by {by}: {reason}"),
+        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => format!("rewrite by {by}: {text}"),
+        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allow by {by}"),
+    }
+}

@@ -1,0 +1,832 @@
+//! `hermes hooks list | test | revoke | doctor | allow | fire`: shell hooks.
+//!
+//! Texts and exit codes follow the reference's `hermes hooks` (every subcommand exits 0,
+//! even when it reports problems), except that messages name the real config path instead
+//! of `~/.hermes/config.yaml`, `allow` exits 1 when it cannot approve, and every subcommand
+//! takes `--json`.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use hermes_host::home::Config;
+use hermes_host::payload::OwnedPayload;
+use hermes_host::plugins::load_all;
+use hermes_host::registry::{DispatchVerdict, FiringRecord, Outcome, Registry, TraceSink};
+use hermes_host::shell::consent::{Allowlist, Approval, TextPrompt};
+use hermes_host::shell::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
+use hermes_host::shell::spawn::RunResult;
+use hermes_host::shell::{self, Consent, Evaluation, ShellHookSpec, config, script};
+use serde_json::{Map, Value, json};
+
+use crate::cli::ExitStatus;
+use crate::cli::args::HooksCommand;
+use crate::cli::settings::Settings;
+
+pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result<ExitStatus> {
+    let Some(command) = command else {
+        println!("Usage: hermes hooks {{list|test|revoke|doctor}}");
+        println!("Run 'hermes hooks --help' for details.");
+        return Ok(ExitStatus::Success);
+    };
+    match command {
+        HooksCommand::List { json } => list(settings, json),
+        HooksCommand::Test {
+            event,
+            for_tool,
+            payload_file,
+            json,
+        } => test(
+            settings,
+            &event,
+            for_tool.as_deref(),
+            payload_file.as_deref(),
+            json,
+        ),
+        HooksCommand::Revoke { command, json } => revoke(settings, &command, json),
+        HooksCommand::Doctor { json } => doctor(settings, json),
+        HooksCommand::Allow {
+            command,
+            event,
+            json,
+        } => allow(settings, &command, event.as_deref(), json),
+        HooksCommand::Fire {
+            event,
+            payload,
+            payload_file,
+            json,
+        } => {
+            let text = match (payload, payload_file) {
+                (Some(text), _) => text,
+                (None, Some(file)) => std::fs::read_to_string(&file)
+                    .with_context(|| format!("cannot read the payload file {}", file.display()))?,
+                (None, None) => "{}".to_string(),
+            };
+            fire(settings, &event, &text, json)
+        }
+    }
+}
+
+fn load_config(settings: &Settings) -> Config {
+    let (config, problem) = settings.home.load_config();
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
+    }
+    config
+}
+
+fn specs(settings: &Settings) -> (Vec<ShellHookSpec>, Vec<String>) {
+    let parsed = config::parse(&load_config(settings));
+    (parsed.specs, parsed.warnings)
+}
+
+fn print_json(value: &Value) -> anyhow::Result<ExitStatus> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(ExitStatus::Success)
+}
+
+/// The reference's `_truncate`: longer than `n` characters → the first n−3 plus `...`.
+fn truncate(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        text.to_string()
+    } else {
+        format!("{}...", text.chars().take(n - 3).collect::<String>())
+    }
+}
+
+/// `(drift, mtime_at, mtime_now)`: true when the script is newer than at approval, false when
+/// unchanged, `None` when either time is unknown or the script is older.
+fn mtime_drift(
+    spec: &ShellHookSpec,
+    approval: &Approval,
+) -> (Option<bool>, Option<String>, Option<String>) {
+    let now = script::mtime_iso(&spec.command);
+    let at = approval.script_mtime_at_approval.clone();
+    let (Some(now_s), Some(at_s)) = (&now, &at) else {
+        return (None, at, now);
+    };
+    let drift = match (parse_isoformat_utc(now_s), parse_isoformat_utc(at_s)) {
+        (Some(n), Some(a)) if n > a => Some(true),
+        (Some(n), Some(a)) if n == a => Some(false),
+        (Some(_), Some(_)) => None,
+        _ if now_s > at_s => Some(true),
+        _ if now_s == at_s => Some(false),
+        _ => None,
+    };
+    (drift, at, now)
+}
+
+/// Whether an approval's content pin no longer matches the script.
+fn content_changed(spec: &ShellHookSpec, approval: &Approval) -> bool {
+    !approval.content_matches(script::sha256(&spec.command).as_deref())
+}
+
+fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
+    let (specs, warnings) = specs(settings);
+    let config_path = settings.home.config_path();
+    let allowlist = Allowlist::new(&settings.home);
+    let approvals = allowlist.approvals();
+    let entry_for = |spec: &ShellHookSpec| {
+        approvals
+            .iter()
+            .find(|a| a.event == spec.event && a.command == spec.command)
+    };
+    if as_json {
+        let hooks: Vec<Value> = specs
+            .iter()
+            .map(|spec| {
+                let entry = entry_for(spec);
+                let (drift, _, mtime_now) = entry.map(|e| mtime_drift(spec, e)).unwrap_or((None, None, None));
+                json!({
+                    "event": spec.event,
+                    "command": spec.command,
+                    "matcher": spec.matcher.as_ref().map(|m| m.as_str()),
+                    "timeout": spec.timeout,
+                    "fail_closed": spec.fail_closed,
+                    "priority": spec.priority,
+                    "allowlisted": entry.is_some(),
+                    "approved_at": entry.and_then(|e| e.approved_at.clone()),
+                    "script_mtime_at_approval": entry.and_then(|e| e.script_mtime_at_approval.clone()),
+                    "script_mtime_now": mtime_now,
+                    "modified_since_approval": drift,
+                    "script_sha256_at_approval": entry.and_then(|e| e.script_sha256.clone()).flatten(),
+                    "content_changed": entry.is_some_and(|e| content_changed(spec, e)),
+                })
+            })
+            .collect();
+        return print_json(
+            &json!({ "config": config_path, "allowlist": allowlist.path(), "hooks": hooks, "warnings": warnings }),
+        );
+    }
+    if specs.is_empty() {
+        println!("No shell hooks configured in {}.", config_path.display());
+        println!("See `hermes hooks --help` or");
+        println!("    website/docs/user-guide/features/hooks.md");
+        println!("for the config schema and worked examples.");
+        return Ok(ExitStatus::Success);
+    }
+    println!("Configured shell hooks ({} total):\n", specs.len());
+    let mut events: Vec<&str> = specs.iter().map(|s| s.event.as_str()).collect();
+    events.sort_unstable();
+    events.dedup();
+    for event in events {
+        println!("  [{event}]");
+        for spec in specs.iter().filter(|s| s.event == event) {
+            let entry = entry_for(spec);
+            let status = if entry.is_some() {
+                "✓ allowed"
+            } else {
+                "✗ not allowlisted"
+            };
+            let matcher = spec
+                .matcher
+                .as_ref()
+                .map(|m| format!(" matcher={}", repr_str(m.as_str())))
+                .unwrap_or_default();
+            println!(
+                "    - {}{matcher} (timeout={}s, {status})",
+                spec.command, spec.timeout
+            );
+            let Some(entry) = entry else { continue };
+            if let Some(approved_at) = entry.approved_at.as_deref().filter(|a| !a.is_empty()) {
+                println!("      approved_at: {approved_at}");
+                if let (Some(true), Some(at), Some(now)) = mtime_drift(spec, entry) {
+                    println!(
+                        "      ⚠ script modified since approval (was {at}, now {now}) — run `hermes hooks doctor` to re-validate"
+                    );
+                }
+            }
+            if content_changed(spec, entry) {
+                println!(
+                    "      ✗ script content changed since approval — it will not run until re-approved: {}",
+                    shell::allow_command(spec)
+                );
+            }
+        }
+        println!();
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// The reference's synthetic keyword arguments per event, for `test` and `doctor`.
+fn synthetic_payload(event: &str) -> Option<Value> {
+    let tool = json!({
+        "tool_name": "terminal", "args": {"command": "echo hello"},
+        "session_id": "test-session", "task_id": "test-task", "tool_call_id": "test-call",
+    });
+    let session = json!({"session_id": "test-session"});
+    Some(match event {
+        "pre_tool_call" => tool,
+        "post_tool_call" => {
+            let mut v = tool;
+            v["result"] = json!("{\"output\": \"hello\"}");
+            v["duration_ms"] = json!(42);
+            v
+        }
+        "pre_llm_call" => json!({
+            "session_id": "test-session", "user_message": "What is the weather?",
+            "conversation_history": [], "is_first_turn": true, "model": "gpt-4", "platform": "cli",
+        }),
+        "post_llm_call" => {
+            json!({"session_id": "test-session", "model": "gpt-4", "platform": "cli"})
+        }
+        "on_session_start" | "on_session_end" | "on_session_finalize" | "on_session_reset" => {
+            session
+        }
+        "pre_api_request" => json!({
+            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
+            "model": "claude-sonnet-4-6", "provider": "anthropic",
+            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
+            "api_call_count": 1, "message_count": 4, "tool_count": 12,
+            "approx_input_tokens": 2048, "request_char_count": 8192, "max_tokens": 4096,
+        }),
+        "post_api_request" => json!({
+            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
+            "model": "claude-sonnet-4-6", "provider": "anthropic",
+            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
+            "api_call_count": 1, "api_duration": 1.234,
+            "finish_reason": "stop", "message_count": 4, "response_model": "claude-sonnet-4-6",
+            "usage": {"input_tokens": 2048, "output_tokens": 512},
+        }),
+        "subagent_stop" => json!({
+            "parent_session_id": "parent-sess", "child_role": null,
+            "child_summary": "Synthetic summary for hooks test", "child_status": "completed",
+            "duration_ms": 1234,
+        }),
+        _ => return None,
+    })
+}
+
+fn unknown_event(event: &str) {
+    println!("Unknown event: {}", repr_str(event));
+    println!(
+        "Valid events: {}",
+        hermes_hooks_abi::hooks::names_sorted().join(", ")
+    );
+}
+
+/// Python's `str(exc)` for an `OSError` while reading `path`.
+fn os_error_text(e: &std::io::Error, path: &Path) -> String {
+    match e.raw_os_error() {
+        Some(code) => {
+            let text = e.to_string();
+            let strerror = text.split(" (os error").next().unwrap_or(&text);
+            format!(
+                "[Errno {code}] {strerror}: {}",
+                repr_str(&path.display().to_string())
+            )
+        }
+        None => e.to_string(),
+    }
+}
+
+fn decision_json(evaluation: &Evaluation) -> Option<Value> {
+    evaluation.decision.as_ref().map(|d| d.to_wire())
+}
+
+fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
+    json!({
+        "returncode": run.returncode,
+        "stdout": run.stdout,
+        "stderr": run.stderr,
+        "timed_out": run.timed_out,
+        "elapsed_seconds": run.elapsed_seconds(),
+        "error": run.error,
+        "stdout_dropped": run.stdout_dropped,
+        "stderr_dropped": run.stderr_dropped,
+        "parsed": decision_json(evaluation),
+        "warnings": evaluation.warnings,
+    })
+}
+
+fn test(
+    settings: &Settings,
+    event: &str,
+    for_tool: Option<&str>,
+    payload_file: Option<&Path>,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let fail = |error: String| -> anyhow::Result<ExitStatus> {
+        if as_json {
+            return print_json(&json!({ "event": event, "error": error }));
+        }
+        println!("{error}");
+        Ok(ExitStatus::Success)
+    };
+    if hermes_hooks_abi::hooks::spec(event).is_none() {
+        if as_json {
+            return print_json(
+                &json!({ "event": event, "error": "unknown event", "valid_events": hermes_hooks_abi::hooks::names_sorted() }),
+            );
+        }
+        unknown_event(event);
+        return Ok(ExitStatus::Success);
+    }
+    let mut payload: Map<String, Value> = synthetic_payload(event)
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_else(|| {
+            let mut m = Map::new();
+            m.insert("session_id".into(), "test-session".into());
+            m
+        });
+    let for_tool = for_tool.filter(|t| !t.is_empty());
+    if let Some(tool) = for_tool {
+        payload.insert("tool_name".into(), tool.into());
+    }
+    let mut notes = Vec::new();
+    if let Some(file) = payload_file {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) => {
+                return fail(format!(
+                    "Error reading payload file: {}",
+                    os_error_text(&e, file)
+                ));
+            }
+        };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(custom)) => payload.extend(custom),
+            Ok(_) => {
+                let note = format!("Warning: {} is not a JSON object; ignoring", file.display());
+                if !as_json {
+                    println!("{note}");
+                }
+                notes.push(note);
+            }
+            Err(e) => return fail(format!("Error reading payload file: {e}")),
+        }
+    }
+    let (specs, _) = specs(settings);
+    let specs: Vec<ShellHookSpec> = specs
+        .into_iter()
+        .filter(|s| s.event == event)
+        .filter(|s| for_tool.is_none_or(|tool| !s.is_tool_event() || s.matches_tool(Some(tool))))
+        .collect();
+    if specs.is_empty() {
+        if as_json {
+            return print_json(
+                &json!({ "event": event, "for_tool": for_tool, "notes": notes, "hooks": [] }),
+            );
+        }
+        println!("No shell hooks configured for event: {event}");
+        if let Some(tool) = for_tool {
+            println!("(with matcher filter --for-tool={tool})");
+        }
+        return Ok(ExitStatus::Success);
+    }
+    if !as_json {
+        println!("Firing {} hook(s) for event '{event}':\n", specs.len());
+    }
+    let mut results = Vec::new();
+    for spec in &specs {
+        if !as_json {
+            println!("  → {}", spec.command);
+        }
+        let (run, evaluation) = shell::run_once(spec, &payload);
+        if as_json {
+            let mut r = run_json(&run, &evaluation);
+            r["command"] = json!(spec.command);
+            results.push(r);
+        } else {
+            print_run_result(&run, &evaluation);
+            println!();
+        }
+    }
+    if as_json {
+        return print_json(
+            &json!({ "event": event, "for_tool": for_tool, "notes": notes, "hooks": results }),
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn print_parsed(evaluation: &Evaluation) {
+    match decision_json(evaluation) {
+        Some(wire) => println!(
+            "      parsed (Hermes wire shape): {}",
+            dumps(
+                &wire,
+                JsonStyle {
+                    ensure_ascii: true,
+                    ..Default::default()
+                }
+            )
+        ),
+        None => println!("      parsed: <none — hook contributed nothing to the dispatcher>"),
+    }
+}
+
+fn print_run_result(run: &RunResult, evaluation: &Evaluation) {
+    if let Some(error) = &run.error {
+        println!("      ✗ error: {error}");
+        if evaluation.decision.is_some() {
+            print_parsed(evaluation); // a fail_closed hook's block
+        }
+        return;
+    }
+    if run.timed_out {
+        println!(
+            "      ✗ timed out after {}s",
+            float_repr(run.elapsed_seconds())
+        );
+        if evaluation.decision.is_some() {
+            print_parsed(evaluation);
+        }
+        return;
+    }
+    let rc = run
+        .returncode
+        .map_or("None".to_string(), |rc| rc.to_string());
+    println!(
+        "      exit={rc}  elapsed={}s",
+        float_repr(run.elapsed_seconds())
+    );
+    for (stream, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        let text = text.trim();
+        if !text.is_empty() {
+            println!("      {stream}: {}", truncate(text, 400));
+        }
+    }
+    print_parsed(evaluation);
+}
+
+fn revoke(settings: &Settings, command: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
+    let removed = Allowlist::new(&settings.home).revoke(command)?;
+    if as_json {
+        return print_json(&json!({ "command": command, "removed": removed }));
+    }
+    if removed == 0 {
+        println!("No allowlist entry found for command: {command}");
+        return Ok(ExitStatus::Success);
+    }
+    println!("Removed {removed} allowlist entry/entries for: {command}");
+    println!(
+        "Note: currently running CLI / gateway processes keep their already-registered callbacks until they restart."
+    );
+    Ok(ExitStatus::Success)
+}
+
+fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
+    let (specs, warnings) = specs(settings);
+    if specs.is_empty() {
+        if as_json {
+            return print_json(&json!({ "hooks": [], "problems": 0, "warnings": warnings }));
+        }
+        println!("No shell hooks configured — nothing to check.");
+        return Ok(ExitStatus::Success);
+    }
+    if !as_json {
+        println!("Checking {} configured shell hook(s)...\n", specs.len());
+    }
+    let allowlist = Allowlist::new(&settings.home);
+    let mut problems = 0;
+    let mut reports = Vec::new();
+    for spec in &specs {
+        if !as_json {
+            println!("  [{}] {}", spec.event, spec.command);
+        }
+        let checks = doctor_one(spec, &allowlist);
+        problems += checks.iter().filter(|c| c.problem).count();
+        if as_json {
+            let checks: Vec<Value> = checks
+                .iter()
+                .map(|c| json!({ "problem": c.problem, "line": c.line }))
+                .collect();
+            reports.push(json!({ "event": spec.event, "command": spec.command, "checks": checks }));
+        } else {
+            for check in &checks {
+                println!("      {}", check.line);
+            }
+            println!();
+        }
+    }
+    if as_json {
+        return print_json(
+            &json!({ "hooks": reports, "problems": problems, "warnings": warnings }),
+        );
+    }
+    if problems > 0 {
+        println!("{problems} issue(s) found.  Fix before relying on these hooks.");
+    } else {
+        println!("All shell hooks look healthy.");
+    }
+    Ok(ExitStatus::Success)
+}
+
+struct Check {
+    line: String,
+    problem: bool,
+}
+
+fn ok(line: impl Into<String>) -> Check {
+    Check {
+        line: line.into(),
+        problem: false,
+    }
+}
+
+fn problem(line: impl Into<String>) -> Check {
+    Check {
+        line: line.into(),
+        problem: true,
+    }
+}
+
+fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let executable = script::is_executable(&spec.command);
+    checks.push(if executable {
+        ok("✓ script exists and is executable")
+    } else {
+        problem("✗ script missing or not executable (chmod +x the file, or fix the path)")
+    });
+    let entry = allowlist.entry_for(&spec.event, &spec.command);
+    match &entry {
+        Some(e) => checks.push(ok(format!("✓ allowlisted (approved {})", e.approved_at.as_deref().unwrap_or("?")))),
+        None => checks.push(problem(
+            "✗ not allowlisted — hook will NOT fire at runtime (run with --accept-hooks once, or confirm at the TTY prompt)",
+        )),
+    }
+    let mut changed = false;
+    if let Some(e) = &entry {
+        if e.script_mtime_at_approval
+            .as_deref()
+            .is_some_and(|m| !m.is_empty())
+        {
+            match mtime_drift(spec, e) {
+                (Some(true), Some(at), Some(now)) => checks.push(problem(format!(
+                    "⚠ script modified since approval (was {at}, now {now}) — review changes, then `hermes hooks revoke` + re-approve to refresh"
+                ))),
+                (Some(false), _, _) => checks.push(ok("✓ script unchanged since approval")),
+                _ => {}
+            }
+        }
+        if e.script_sha256.is_some() {
+            changed = content_changed(spec, e);
+            if changed {
+                checks.push(problem(format!(
+                    "✗ script content changed since approval — hook will NOT fire until re-approved (run `{}`)",
+                    shell::allow_command(spec)
+                )));
+            } else if matches!(e.script_sha256, Some(Some(_))) {
+                checks.push(ok("✓ script content matches the approved sha256"));
+            }
+        }
+    }
+    if entry.is_none() {
+        checks.push(ok(
+            "ℹ skipped JSON smoke test — not allowlisted yet. Approve the hook first (via TTY prompt or --accept-hooks), then re-run `hermes hooks doctor`.",
+        ));
+    } else if changed {
+        checks.push(ok(
+            "ℹ skipped JSON smoke test — script changed since approval. Re-approve it first, then re-run `hermes hooks doctor`.",
+        ));
+    } else if executable {
+        let kwargs = synthetic_payload(&spec.event).unwrap_or_else(|| json!({"extra": {}}));
+        let kwargs = kwargs.as_object().cloned().unwrap_or_default();
+        let (run, _) = shell::run_once(spec, &kwargs);
+        let secs = float_repr(run.elapsed_seconds());
+        if run.timed_out {
+            checks.push(problem(format!(
+                "✗ timed out after {secs}s on synthetic payload (timeout={}s)",
+                spec.timeout
+            )));
+        } else if let Some(error) = &run.error {
+            checks.push(problem(format!("✗ execution error: {error}")));
+        } else {
+            let rc = run
+                .returncode
+                .map_or("None".to_string(), |rc| rc.to_string());
+            let stdout = run.stdout.trim();
+            if stdout.is_empty() {
+                checks.push(ok(format!(
+                    "✓ ran clean with empty stdout (exit={rc}, {secs}s) — hook is observer-only"
+                )));
+            } else if serde_json::from_str::<Value>(stdout).is_ok() {
+                checks.push(ok(format!(
+                    "✓ produced valid JSON on synthetic payload (exit={rc}, {secs}s)"
+                )));
+            } else {
+                checks.push(problem(format!(
+                    "✗ stdout was not valid JSON (exit={rc}, {secs}s): {}",
+                    truncate(stdout, 120)
+                )));
+            }
+        }
+    }
+    checks
+}
+
+fn allow(
+    settings: &Settings,
+    command: &str,
+    event: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let allowlist = Allowlist::new(&settings.home);
+    let config_path = settings.home.config_path();
+    let events: Vec<String> = match event {
+        Some(event) => {
+            if hermes_hooks_abi::hooks::spec(event).is_none() {
+                if as_json {
+                    print_json(
+                        &json!({ "command": command, "error": "unknown event", "event": event, "valid_events": hermes_hooks_abi::hooks::names_sorted() }),
+                    )?;
+                } else {
+                    unknown_event(event);
+                }
+                return Ok(ExitStatus::Failure);
+            }
+            vec![event.to_string()]
+        }
+        None => {
+            let (specs, _) = specs(settings);
+            let mut events: Vec<String> = Vec::new();
+            for spec in specs.iter().filter(|s| s.command == command) {
+                if !events.contains(&spec.event) {
+                    events.push(spec.event.clone());
+                }
+            }
+            if events.is_empty() {
+                let message = format!(
+                    "No hook in {} uses the command: {command}\nCheck the spelling (it must match the config exactly), or pass --event <event> to approve it anyway.",
+                    config_path.display()
+                );
+                if as_json {
+                    print_json(&json!({ "command": command, "error": message }))?;
+                } else {
+                    println!("{message}");
+                }
+                return Ok(ExitStatus::Failure);
+            }
+            events
+        }
+    };
+    let current = script::sha256(command);
+    let mut approved = Vec::new();
+    let mut already = Vec::new();
+    for event in &events {
+        let fresh = allowlist
+            .entry_for(event, command)
+            .is_some_and(|a| a.script_sha256.is_some() && a.content_matches(current.as_deref()));
+        if fresh {
+            already.push(event.clone());
+        } else {
+            allowlist.approve(event, command)?;
+            approved.push(event.clone());
+        }
+    }
+    if as_json {
+        return print_json(
+            &json!({ "command": command, "approved": approved, "already_allowlisted": already, "script_sha256": current }),
+        );
+    }
+    for event in &already {
+        println!("[{event}] {command} is already allowlisted.");
+    }
+    if approved.is_empty() {
+        println!("Nothing to do.");
+    } else {
+        println!("Approved {} entry/entries for: {command}", approved.len());
+        for event in &approved {
+            println!("  [{event}]");
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Collects firing records for `fire`'s report.
+#[derive(Default)]
+struct Collect(Mutex<Vec<FiringRecord>>);
+
+impl TraceSink for Collect {
+    fn record(&self, record: FiringRecord) {
+        if let Ok(mut records) = self.0.lock() {
+            records.push(record);
+        }
+    }
+}
+
+fn fire(
+    settings: &Settings,
+    event: &str,
+    payload_text: &str,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let payload: Value = serde_json::from_str(payload_text)
+        .context("the payload is not valid JSON; give a JSON object")?;
+    if !payload.is_object() {
+        anyhow::bail!("the payload must be a JSON object of the event's fields");
+    }
+    if hermes_hooks_abi::hooks::spec(event).is_none() {
+        unknown_event(event);
+        return Ok(ExitStatus::Failure);
+    }
+    let config = load_config(settings);
+    let mut registry = Registry::new();
+    let sink = Arc::new(Collect::default());
+    registry.set_trace(sink.clone());
+    let mut report = shell::ShellReport::default();
+    if !settings.discover.safe_mode {
+        load_all(&settings.home, &config, &settings.discover, &mut registry);
+        let stdin = std::io::stdin();
+        let mut prompt = TextPrompt::new(stdin.lock(), std::io::stdout());
+        let consent = if settings.accept_hooks {
+            Consent::Accept
+        } else if stdin.is_terminal() {
+            Consent::Ask(&mut prompt)
+        } else {
+            Consent::Refuse
+        };
+        report = shell::register_from_config(&settings.home, &config, consent, &mut registry);
+    }
+    let owned = OwnedPayload::from_json(event, &payload);
+    let outcome = registry.fire(event, &owned.fields());
+    let records = sink.0.lock().map(|r| r.clone()).unwrap_or_default();
+    let summary = describe(&outcome);
+    if as_json {
+        let calls: Vec<_> = records
+            .iter()
+            .map(|r| json!({ "system": r.system, "callback": r.callback, "decision": r.decision, "duration_us": r.duration.as_micros() as u64, "error": r.error }))
+            .collect();
+        let registered: Vec<_> = report
+            .registered
+            .iter()
+            .map(|s| json!({ "event": s.event, "command": s.command }))
+            .collect();
+        return print_json(
+            &json!({ "event": event, "registered": registered, "warnings": report.warnings, "callbacks": calls, "outcome": summary }),
+        );
+    }
+    if records.is_empty() {
+        println!("No callbacks fired for '{event}'.");
+    } else {
+        println!("Fired '{event}' at {} callback(s):", records.len());
+        for r in &records {
+            let decision = match &r.error {
+                Some(e) => format!("raised: {e}"),
+                None => r.decision.clone(),
+            };
+            println!(
+                "  {}  {decision}  ({} ms)",
+                r.callback,
+                r.duration.as_millis()
+            );
+        }
+    }
+    println!("Outcome: {summary}");
+    Ok(ExitStatus::Success)
+}
+
+fn describe(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Observed => "observed (answers are ignored for this hook)".into(),
+        Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
+            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
+            (None, Some(args)) => format!(
+                "allowed, arguments modified: {}",
+                Value::Object(args.clone())
+            ),
+            (None, None) => "allowed".into(),
+        },
+        Outcome::Context(Some(text)) => format!("context: {text}"),
+        Outcome::Context(None) => "no context".into(),
+        Outcome::Replace(Some(text)) => format!("replaced with: {text}"),
+        Outcome::Replace(None) => "unchanged".into(),
+        Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
+        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => {
+            format!("skipped by {by}: {reason}")
+        }
+        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => {
+            format!("rewritten by {by}: {text}")
+        }
+        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_n_characters_including_the_ellipsis() {
+        assert_eq!(truncate("abcdef", 6), "abcdef");
+        assert_eq!(truncate("abcdefg", 6), "abc...");
+        assert_eq!(truncate("ééééééé", 6), "ééé...");
+    }
+
+    #[test]
+    fn every_tool_and_session_event_has_a_synthetic_payload() {
+        for event in [
+            "pre_tool_call",
+            "post_tool_call",
+            "pre_llm_call",
+            "on_session_end",
+            "subagent_stop",
+        ] {
+            assert!(synthetic_payload(event).is_some(), "{event}");
+        }
+        assert!(synthetic_payload("transform_llm_output").is_none());
+    }
+}

@@ -1,0 +1,71 @@
+//! `hermes run SCRIPT`: a scripted agent session with every hook firing.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use hermes_host::agent::{Agent, ApprovalMode, Approver, Script, Stdout, TraceFormat, Tracer};
+
+use crate::cli::ExitStatus;
+use crate::cli::args::RunArgs;
+use crate::cli::load::load_hooks;
+use crate::cli::settings::Settings;
+
+/// Set by the SIGINT handler; a second SIGINT exits at once.
+static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_signal: libc::c_int) {
+    if SIGINT_SEEN.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Routes SIGINT to `flag`: the current turn stops, running commands are killed, and the
+/// session still ends with `on_session_end(interrupted=true)` and `on_session_finalize`.
+fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
+    // SAFETY: the handler only touches an atomic (and _exit on a second signal).
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+    std::thread::spawn(move || {
+        while !SIGINT_SEEN.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        flag.store(true, Ordering::SeqCst);
+    });
+}
+
+pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
+    let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
+    let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
+    let format: TraceFormat = args.trace.parse().map_err(anyhow::Error::msg)?;
+    let out: Box<dyn Write + Send> = match &args.trace_file {
+        Some(path) => Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?),
+        None => Box::new(std::io::stderr()),
+    };
+    let tracer = Arc::new(Tracer::new(format, out));
+    let loaded = load_hooks(settings, Some(tracer.clone()));
+    let cwd = match args.cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let interrupt = Arc::new(AtomicBool::new(false));
+    interrupt_on_sigint(interrupt.clone());
+    let agent = Agent {
+        registry: Arc::new(loaded.registry),
+        gateway: None,
+        tracer,
+        approver: Arc::new(Approver::new(mode, Duration::from_secs(args.approval_timeout))),
+        interrupt: interrupt.clone(),
+        transcript: Arc::new(Stdout),
+        surface: "cli",
+        terminal_timeout: Duration::from_secs(args.terminal_timeout),
+    };
+    let results = agent.run_script(&script, &cwd);
+    if results.iter().any(|r| r.interrupted) {
+        eprintln!("hermes: interrupted");
+        return Ok(ExitStatus::Interrupted);
+    }
+    Ok(ExitStatus::Success)
+}

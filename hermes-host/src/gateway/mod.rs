@@ -1,0 +1,488 @@
+//! Gateway hooks: directories under `$HERMES_HOME/hooks/<name>/` that observe gateway events.
+//!
+//! A hook directory holds a `HOOK.yaml` (`name`, `description`, `events`, and optionally
+//! `timeout`, `config`, `library`) and a handler of one of three kinds, chosen by which
+//! file the directory holds (looked for in this order):
+//!
+//! | kind | file | runs as |
+//! |---|---|---|
+//! | [`HookKind::Native`] | `library: <file>` in `HOOK.yaml`, or the one `lib*.so` in the directory | in-process callbacks registered with `ctx.on_gateway_event(..)` of `hermes-hooks-abi` |
+//! | [`HookKind::Executable`] | an executable file named `handler`, any language | one process per event, `{"event_type":..,"context":{..}}` on stdin |
+//! | [`HookKind::Python`] | `handler.py` with `handle(event_type, context)`, sync or `async def` | one long-lived `python3` worker per hook |
+//!
+//! so a hook directory written for the Python Hermes (`HOOK.yaml` + `handler.py`) works
+//! unchanged.
+//!
+//! [`GatewayHooks::discover`] loads them with the reference's rules and messages
+//! (reference §2.1, see [`discover`]); [`GatewayHooks::emit`] queues an event for every hook
+//! that subscribed to it (exact name first, then `prefix:*`) and returns at once; each hook
+//! has its own delivery thread, so a slow handler only delays its own later events.
+//! [`GatewayHooks::shutdown`] delivers what is queued, within a deadline.
+//!
+//! The full rules, and why they differ from the reference where they do, are in
+//! `docs/gateway-hooks.md`.
+//!
+//! # Output
+//!
+//! The reference prints `[hooks] ...` lines to stdout. This library never prints: every such
+//! line goes to the [`GatewayLog`] given to `discover`, byte for byte as the reference
+//! words it, and the `hermes` binary prints them to stdout.
+//!
+//! # Differences from the reference, on purpose
+//!
+//! - Handlers run concurrently across hooks (in order within a hook), not one after the
+//!   other on the gateway's loop; each gets its own copy of the context, so a handler's
+//!   changes to it are not seen by the next one.
+//! - A handler process (executable or Python worker) is killed after the hook's `timeout`
+//!   (default 60 s); native handlers cannot be interrupted.
+//! - A hook's queue is bounded: when a handler falls [`DEFAULT_QUEUE_CAPACITY`] events
+//!   behind, the oldest queued event is dropped, counted in [`GatewayHooks::stats`] and
+//!   reported through the log.
+//! - A directory without `HOOK.yaml` or without any handler is still skipped silently, but
+//!   [`GatewayHooks::skipped`] says so, for `hermes gateway hooks`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use hermes_host::{gateway::GatewayHooks, home::Home};
+//!
+//! let hooks = GatewayHooks::discover(&Home::from_env(), Arc::new(|line: &str| println!("{line}")));
+//! hooks.emit("agent:start", serde_json::json!({"platform": "telegram", "user_id": "42"}));
+//! let report = hooks.shutdown(Duration::from_secs(5));
+//! assert_eq!(report.undelivered_total(), 0);
+//! ```
+
+pub mod discover;
+mod emit;
+mod handler;
+mod process;
+mod python;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use discover::{DEFAULT_TIMEOUT, HandlerSource};
+pub use emit::{DEFAULT_QUEUE_CAPACITY, DROP_WARNING_INTERVAL, ROUTER_IDLE_POLL};
+
+use crate::home::Home;
+
+/// Where the `[hooks] ...` lines go: discovery results, handler errors, queue overflow.
+///
+/// Called from the thread that emits and from the hooks' delivery threads. Any
+/// `Fn(&str) + Send + Sync` closure is a log; [`MemoryLog`] keeps the lines.
+///
+/// ```
+/// use hermes_host::gateway::GatewayLog;
+/// let log = |line: &str| println!("{line}");
+/// log.line("[hooks] Loaded hook 'x' for events: ['agent:start']");
+/// ```
+pub trait GatewayLog: Send + Sync {
+    /// Receives one line, without its newline.
+    fn line(&self, line: &str);
+}
+
+impl<F: Fn(&str) + Send + Sync> GatewayLog for F {
+    fn line(&self, line: &str) {
+        self(line)
+    }
+}
+
+/// A [`GatewayLog`] that keeps every line, for tests and for hosts that render lines later.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hermes_host::gateway::{GatewayLog, MemoryLog};
+/// let log = Arc::new(MemoryLog::default());
+/// log.line("[hooks] hello");
+/// assert_eq!(log.lines(), vec!["[hooks] hello"]);
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryLog {
+    lines: Mutex<Vec<String>>,
+}
+
+impl MemoryLog {
+    /// Every line so far, in order.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl GatewayLog for MemoryLog {
+    fn line(&self, line: &str) {
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.to_string());
+    }
+}
+
+/// How gateway hooks are loaded and run, beyond the home directory.
+#[derive(Clone, Debug)]
+pub struct GatewayOptions {
+    /// The Python interpreter for `handler.py` hooks (default `python3`, looked up on `PATH`).
+    pub python: PathBuf,
+    /// Events a hook's queue holds before the oldest are dropped (default
+    /// [`DEFAULT_QUEUE_CAPACITY`]).
+    pub queue_capacity: usize,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions {
+            python: PathBuf::from("python3"),
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+        }
+    }
+}
+
+/// The kind of handler a hook has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookKind {
+    /// A native library built on `hermes-hooks-abi`.
+    Native,
+    /// An executable `handler`.
+    Executable,
+    /// `handler.py`, run by a Python worker.
+    Python,
+}
+
+impl HookKind {
+    /// `native`, `executable` or `python`.
+    ///
+    /// ```
+    /// assert_eq!(hermes_host::gateway::HookKind::Python.as_str(), "python");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::Native => "native",
+            HookKind::Executable => "executable",
+            HookKind::Python => "python",
+        }
+    }
+}
+
+/// A hook that loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadedHook {
+    /// `name` from `HOOK.yaml`, default the directory name.
+    pub name: String,
+    /// `description`, default empty.
+    pub description: String,
+    /// The events it subscribed to, as declared.
+    pub events: Vec<String>,
+    /// The hook directory.
+    pub path: PathBuf,
+    /// Its handler kind.
+    pub kind: HookKind,
+    /// Its handler file (library, executable or `handler.py`).
+    pub handler: PathBuf,
+    /// How long one call may take (not enforced for native handlers).
+    pub timeout: Duration,
+}
+
+/// A directory under the hooks directory that did not load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedHook {
+    /// The directory.
+    pub path: PathBuf,
+    /// The hook's name, when `HOOK.yaml` got far enough to say it.
+    pub name: Option<String>,
+    /// Why it did not load.
+    pub reason: String,
+    /// The `[hooks] ...` line that was printed for it; `None` when it was skipped silently
+    /// (no `HOOK.yaml`, or no handler), as the reference does.
+    pub line: Option<String>,
+}
+
+/// Delivery counters of one hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookStats {
+    /// The hook's name.
+    pub name: String,
+    /// Events waiting, including the one being handled.
+    pub queued: usize,
+    /// Handler calls that succeeded.
+    pub delivered: u64,
+    /// Handler calls that failed (each printed as `Error in handler`).
+    pub failed: u64,
+    /// Events pushed out of a full queue.
+    pub dropped: u64,
+    /// How often its Python worker was started again after dying or timing out.
+    pub worker_restarts: u64,
+    /// The queue's capacity.
+    pub capacity: usize,
+}
+
+/// Counters of all hooks, from [`GatewayHooks::stats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayStats {
+    /// Events passed to `emit`, whether or not a hook wanted them.
+    pub emitted: u64,
+    /// Events emitted after shutdown (not delivered).
+    pub rejected: u64,
+    /// Events accepted by `emit` that the router has not put on the hooks' queues yet.
+    pub routing: usize,
+    /// Events dropped before reaching any hook's queue (only when the router falls more
+    /// than a queue's capacity behind).
+    pub dropped_before_routing: u64,
+    /// One entry per loaded hook, in load order.
+    pub hooks: Vec<HookStats>,
+}
+
+impl GatewayStats {
+    /// Events dropped from full queues, all hooks together (and before routing).
+    pub fn dropped(&self) -> u64 {
+        self.hooks.iter().map(|h| h.dropped).sum::<u64>() + self.dropped_before_routing
+    }
+
+    /// Handler calls waiting, all hooks together, plus events not routed yet.
+    pub fn queued(&self) -> usize {
+        self.hooks.iter().map(|h| h.queued).sum::<usize>() + self.routing
+    }
+}
+
+/// A hook that still had events when the shutdown deadline passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UndeliveredHook {
+    /// The hook's name.
+    pub name: String,
+    /// Events not delivered (queued, plus the one whose handler was stopped).
+    pub events: u64,
+}
+
+/// What [`GatewayHooks::shutdown`] could not do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// How long shutdown took.
+    pub elapsed: Duration,
+    /// Hooks whose queue was not empty at the deadline.
+    pub undelivered: Vec<UndeliveredHook>,
+    /// `(hook, events)` lost to full queues over the whole run.
+    pub dropped: Vec<(String, u64)>,
+}
+
+impl ShutdownReport {
+    /// Events not delivered at the deadline, all hooks together.
+    pub fn undelivered_total(&self) -> u64 {
+        self.undelivered.iter().map(|u| u.events).sum()
+    }
+}
+
+/// The loaded gateway hooks of one home, ready for [`emit`](GatewayHooks::emit).
+///
+/// Dropping it shuts it down with no deadline: what is still queued is reported through
+/// the log as not delivered.
+pub struct GatewayHooks {
+    hooks_dir: PathBuf,
+    loaded: Vec<LoadedHook>,
+    skipped: Vec<SkippedHook>,
+    dispatcher: emit::Dispatcher,
+}
+
+impl GatewayHooks {
+    /// Loads every hook under `home`'s hooks directory with default [`GatewayOptions`].
+    ///
+    /// Every `[hooks] ...` line of discovery goes to `log`, in directory order. One broken
+    /// hook never stops the others.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hermes_host::{gateway::{GatewayHooks, MemoryLog}, home::Home};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = Arc::new(MemoryLog::default());
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), log.clone());
+    /// assert!(hooks.loaded().is_empty());
+    /// assert!(log.lines().is_empty()); // no hooks directory: nothing, silently
+    /// ```
+    pub fn discover(home: &Home, log: Arc<dyn GatewayLog>) -> GatewayHooks {
+        GatewayHooks::discover_with(home, log, &GatewayOptions::default())
+    }
+
+    /// [`discover`](GatewayHooks::discover) with explicit options.
+    pub fn discover_with(
+        home: &Home,
+        log: Arc<dyn GatewayLog>,
+        options: &GatewayOptions,
+    ) -> GatewayHooks {
+        let hooks_dir = home.hooks_dir();
+        let outcomes = discover::scan(&hooks_dir);
+        // Start every handler first (Python workers import in parallel), then collect the
+        // outcomes in directory order so the lines come out in the reference's order.
+        let pending: Vec<_> = outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                discover::DirOutcome::Found(spec) => {
+                    let restarts = Arc::new(AtomicU64::new(0));
+                    let pending = handler::start_loading(
+                        &spec,
+                        home.root(),
+                        &options.python,
+                        restarts.clone(),
+                    );
+                    Ok((spec, pending, restarts))
+                }
+                discover::DirOutcome::Skipped(skip) => Err(skip),
+            })
+            .collect();
+        let mut loaded = Vec::new();
+        let mut skipped = Vec::new();
+        let mut ready = Vec::new();
+        for item in pending {
+            match item {
+                Err(skip) => {
+                    if let Some(line) = &skip.line {
+                        log.line(line);
+                    }
+                    skipped.push(SkippedHook {
+                        path: skip.dir,
+                        name: skip.name,
+                        reason: skip.reason,
+                        line: skip.line,
+                    });
+                }
+                Ok((spec, pending, restarts)) => match pending.finish() {
+                    handler::Loaded::Ready(handler, warnings) => {
+                        for warning in &warnings {
+                            log.line(warning);
+                        }
+                        log.line(&format!(
+                            "[hooks] Loaded hook '{}' for events: {}",
+                            spec.name, spec.events_repr
+                        ));
+                        loaded.push(LoadedHook {
+                            name: spec.name.clone(),
+                            description: spec.description.clone(),
+                            events: spec.events.clone(),
+                            path: spec.dir.clone(),
+                            kind: handler::kind_of(&spec.source),
+                            handler: handler::path_of(&spec.source).to_path_buf(),
+                            timeout: spec.timeout,
+                        });
+                        ready.push(emit::Ready {
+                            name: spec.name,
+                            events: spec.events,
+                            handler,
+                            restarts,
+                        });
+                    }
+                    handler::Loaded::Failed { reason, line } => {
+                        log.line(&line);
+                        skipped.push(SkippedHook {
+                            path: spec.dir,
+                            name: Some(spec.name),
+                            reason,
+                            line: Some(line),
+                        });
+                    }
+                },
+            }
+        }
+        let dispatcher = emit::Dispatcher::start(ready, options.queue_capacity, log);
+        GatewayHooks {
+            hooks_dir,
+            loaded,
+            skipped,
+            dispatcher,
+        }
+    }
+
+    /// Queues `event` for every hook subscribed to it, and returns at once.
+    ///
+    /// Hooks subscribed to the exact name come first, then (when the name has a colon)
+    /// hooks subscribed to `<text before the first colon>:*`; there is no global `*`. A null
+    /// `context` becomes `{}`. Handler errors are printed through the log as
+    /// `[hooks] Error in handler for '<event>': <error>`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use hermes_host::{gateway::{GatewayHooks, MemoryLog}, home::Home};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), Arc::new(MemoryLog::default()));
+    /// hooks.emit("command:model", serde_json::json!({"command": "model", "args": "gpt-4"}));
+    /// assert_eq!(hooks.stats().emitted, 1);
+    /// ```
+    pub fn emit(&self, event: &str, context: serde_json::Value) {
+        self.dispatcher.emit(event, context);
+    }
+
+    /// The hooks an [`emit`](GatewayHooks::emit) of `event` would call, in call order: exact
+    /// subscribers, then `prefix:*` subscribers (a hook subscribed both ways is listed twice).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use hermes_host::{gateway::{GatewayHooks, MemoryLog}, home::Home};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), Arc::new(MemoryLog::default()));
+    /// assert!(hooks.resolve("agent:start").is_empty());
+    /// ```
+    pub fn resolve(&self, event: &str) -> Vec<&LoadedHook> {
+        self.dispatcher
+            .resolve(event)
+            .filter_map(|i| self.loaded.get(i))
+            .collect()
+    }
+
+    /// The hooks that loaded, in directory order.
+    pub fn loaded(&self) -> &[LoadedHook] {
+        &self.loaded
+    }
+
+    /// The directories that did not load, in directory order, with the reason.
+    pub fn skipped(&self) -> &[SkippedHook] {
+        &self.skipped
+    }
+
+    /// The directory hooks were looked for in.
+    pub fn hooks_dir(&self) -> &Path {
+        &self.hooks_dir
+    }
+
+    /// Delivery counters, per hook.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use hermes_host::{gateway::{GatewayHooks, MemoryLog}, home::Home};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), Arc::new(MemoryLog::default()));
+    /// let stats = hooks.stats();
+    /// assert_eq!((stats.dropped(), stats.queued()), (0, 0));
+    /// ```
+    pub fn stats(&self) -> GatewayStats {
+        let (emitted, rejected, routing, dropped_before_routing) = self.dispatcher.counters();
+        GatewayStats {
+            emitted,
+            rejected,
+            routing,
+            dropped_before_routing,
+            hooks: self.dispatcher.queues().iter().map(|q| q.stats()).collect(),
+        }
+    }
+
+    /// Stops accepting events and delivers what is queued, until `deadline` has passed.
+    ///
+    /// Handlers still running at the deadline are stopped (their process group is killed;
+    /// a native handler cannot be stopped and is left to finish on its own thread), and
+    /// what was not delivered is reported, both in the result and through the log as
+    /// `[hooks] Shutdown: <n> event(s) not delivered within <deadline>: <hook> (<n>), ...`.
+    /// Python workers are stopped. Calling it again does nothing.
+    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        self.dispatcher.shutdown(deadline)
+    }
+}
+
+impl Drop for GatewayHooks {
+    fn drop(&mut self) {
+        self.dispatcher.shutdown(Duration::ZERO);
+    }
+}
+
+/// `Some(prefix)` when `event` is a wildcard `prefix:*` the reference resolves (the prefix
+/// holds no colon); `None` otherwise.
+pub(crate) fn wildcard_prefix(event: &str) -> Option<&str> {
+    let prefix = event.strip_suffix(":*")?;
+    (!prefix.contains(':')).then_some(prefix)
+}

@@ -1,0 +1,87 @@
+//! Starting and stopping gateway handler processes (executable handlers and Python workers).
+//!
+//! Every handler process:
+//!
+//! - runs in its own process group, so a timeout kills the handler *and* whatever it
+//!   started, and Ctrl-C in the terminal reaches the gateway, not its handlers;
+//! - runs in its hook directory, with `HERMES_HOME`, `HERMES_HOOK_NAME`, `HERMES_HOOK_DIR`
+//!   and `HERMES_HOOK_CONFIG` (the `config:` mapping of `HOOK.yaml`, as JSON) set;
+//! - writes its stdout and stderr to the gateway's stderr, never to a pipe the gateway
+//!   reads: a handler's `print` cannot block on a full pipe, cannot corrupt a protocol, and
+//!   a grandchild holding the output open cannot hold the gateway.
+
+use std::os::fd::AsFd as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// What every handler process of one hook is started with.
+#[derive(Clone, Debug)]
+pub(crate) struct HandlerEnv {
+    /// `$HERMES_HOME`.
+    pub home: std::path::PathBuf,
+    /// The hook's name.
+    pub name: String,
+    /// The hook directory (also the working directory).
+    pub dir: std::path::PathBuf,
+    /// `config:` of `HOOK.yaml`, as JSON text.
+    pub config_json: String,
+}
+
+impl HandlerEnv {
+    /// A command for `program`, set up as the module doc says; stdin is piped.
+    pub fn command(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(&self.dir)
+            .env("HERMES_HOME", &self.home)
+            .env("HERMES_HOOK_NAME", &self.name)
+            .env("HERMES_HOOK_DIR", &self.dir)
+            .env("HERMES_HOOK_CONFIG", &self.config_json)
+            .stdin(Stdio::piped())
+            .stdout(stderr_stdio())
+            .stderr(Stdio::inherit())
+            .process_group(0);
+        cmd
+    }
+}
+
+/// The gateway's stderr, as a child's stdout.
+pub(crate) fn stderr_stdio() -> Stdio {
+    match std::io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => Stdio::from(fd),
+        Err(_) => Stdio::null(),
+    }
+}
+
+/// Kills the process group led by `pid` (the handler and everything it started).
+pub(crate) fn kill_group(pid: u32) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names the process
+    // group this module created for the handler (process_group(0) makes pgid == pid).
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// `exited with status 3` / `was killed by signal 9`.
+pub(crate) fn describe_status(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+/// `1.5s`, `60s`: a duration as the reference prints timeouts.
+pub(crate) fn seconds(d: std::time::Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}s")
+    } else {
+        format!("{secs}s")
+    }
+}

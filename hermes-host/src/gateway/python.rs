@@ -1,0 +1,363 @@
+//! `handler.py` hooks: one long-lived `python3` worker per hook.
+//!
+//! The worker is the script `worker.py` next to this file, compiled into the binary and run
+//! with `python3 -u -c`. It imports `handler.py` as module `hermes_hook_<name>` when the hook
+//! is loaded (so the module body runs at discovery, and a missing `handle` or an import
+//! error is reported then, as the reference does), and then answers one JSON line per event
+//! on its real stdout. See `worker.py` for the protocol.
+//!
+//! A worker that dies is started again for the next event (its module body runs again); the
+//! event it died on is reported as failed. A call that takes longer than the hook's timeout
+//! kills the worker's process group and is reported the same way.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::emit::Event;
+use super::process::{HandlerEnv, describe_status, kill_group, seconds};
+
+/// The worker script, run with `python3 -u -c`.
+pub(crate) const WORKER_PY: &str = include_str!("worker.py");
+
+/// How a worker's load ended.
+pub(crate) enum Load {
+    /// `handle` found; the worker waits for events.
+    Loaded(Worker),
+    /// The module has no `handle` (the reference's wording, without the hook name).
+    Skip(String),
+    /// Importing failed: `str(exc)`, or why the worker could not start or answer.
+    Error(String),
+    /// The interpreter does not exist.
+    PythonMissing,
+}
+
+/// A running worker process.
+pub(crate) struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+/// A worker that was started and has not answered its load line yet.
+pub(crate) struct Starting {
+    worker: Worker,
+}
+
+impl Worker {
+    /// Starts `python -u -c WORKER_PY <handler.py> <name>`; the load answer is read by
+    /// [`Starting::finish`].
+    pub(crate) fn start(python: &Path, handler: &Path, env: &HandlerEnv) -> Result<Starting, Load> {
+        let mut cmd = env.command(python);
+        cmd.arg("-u")
+            .arg("-c")
+            .arg(WORKER_PY)
+            .arg(handler)
+            .arg(&env.name);
+        cmd.stdout(std::process::Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Load::PythonMissing),
+            Err(e) => {
+                return Err(Load::Error(format!(
+                    "cannot start {}: {e}",
+                    python.display()
+                )));
+            }
+        };
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            kill_group(child.id());
+            let _ = child.wait();
+            return Err(Load::Error("the python worker has no pipes".into()));
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("hermes-hook-{}-reader", env.name))
+            .spawn(move || {
+                let mut reader = BufReader::new(stdout);
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if tx.send(line.trim_end().to_string()).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            kill_group(child.id());
+            let _ = child.wait();
+            return Err(Load::Error(format!("cannot start a reader thread: {e}")));
+        }
+        Ok(Starting {
+            worker: Worker {
+                child,
+                stdin: Some(stdin),
+                lines,
+            },
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the worker's process group and reaps it.
+    fn kill(mut self) {
+        kill_group(self.child.id());
+        let _ = self.child.wait();
+    }
+
+    /// Closes stdin (the worker exits on EOF) and waits for it until `deadline`, then kills.
+    pub(crate) fn close(mut self, deadline: Instant) {
+        drop(self.stdin.take());
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if Instant::now() >= deadline => return self.kill(),
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
+    /// How the process ended, once its stdout closed.
+    fn exit_description(mut self) -> String {
+        drop(self.stdin.take());
+        // Its stdout is closed, so it is exiting; give it a moment, then make sure.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return describe_status(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                _ => {
+                    self.kill();
+                    return "closed its output".to_string();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    /// A worker nobody closed is killed: its hook is gone.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if let Ok(None) = self.child.try_wait() {
+            kill_group(self.child.id());
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Starting {
+    /// Waits up to `timeout` for the load line.
+    pub(crate) fn finish(self, timeout: Duration) -> Load {
+        let worker = self.worker;
+        match worker.lines.recv_timeout(timeout) {
+            Ok(line) => {
+                let answer: serde_json::Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        worker.kill();
+                        return Load::Error(format!(
+                            "the python worker answered {line:?} instead of a load result"
+                        ));
+                    }
+                };
+                if answer["loaded"] == true {
+                    Load::Loaded(worker)
+                } else if let Some(skip) = answer["skip"].as_str() {
+                    let skip = skip.to_string();
+                    worker.close(Instant::now() + Duration::from_secs(1));
+                    Load::Skip(skip)
+                } else {
+                    let error = answer["load_error"]
+                        .as_str()
+                        .unwrap_or("unknown load error")
+                        .to_string();
+                    worker.close(Instant::now() + Duration::from_secs(1));
+                    Load::Error(error)
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                worker.kill();
+                Load::Error(format!(
+                    "importing handler.py took longer than {}; the python worker was killed",
+                    seconds(timeout)
+                ))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let how = worker.exit_description();
+                Load::Error(format!(
+                    "the python worker {how} while importing handler.py"
+                ))
+            }
+        }
+    }
+}
+
+/// The handler of one `handler.py` hook.
+pub(crate) struct PythonHandler {
+    python: PathBuf,
+    handler: PathBuf,
+    env: HandlerEnv,
+    timeout: Duration,
+    worker: Option<Worker>,
+    restarts: Arc<AtomicU64>,
+    /// Why the last restart failed, and when: events fail at once (without another
+    /// interpreter start) until [`RESTART_BACKOFF`] has passed.
+    failed_restart: Option<(Instant, String)>,
+}
+
+/// How long after a failed restart (an import error, a missing `handle`) events fail at
+/// once instead of starting another interpreter.
+pub(crate) const RESTART_BACKOFF: Duration = Duration::from_secs(5);
+
+impl PythonHandler {
+    /// A handler over an already loaded worker.
+    pub(crate) fn new(
+        python: PathBuf,
+        handler: PathBuf,
+        env: HandlerEnv,
+        timeout: Duration,
+        worker: Worker,
+        restarts: Arc<AtomicU64>,
+    ) -> PythonHandler {
+        PythonHandler {
+            python,
+            handler,
+            env,
+            timeout,
+            worker: Some(worker),
+            restarts,
+            failed_restart: None,
+        }
+    }
+
+    /// Sends one event and waits for its answer. `note` receives out-of-band lines (a worker
+    /// that died between events).
+    pub(crate) fn deliver(
+        &mut self,
+        event: &Event,
+        in_flight: &AtomicU32,
+        note: &dyn Fn(String),
+    ) -> Result<(), String> {
+        let mut worker = match self.worker.take() {
+            Some(mut w) => match w.child.try_wait() {
+                Ok(None) => w,
+                Ok(Some(status)) => {
+                    note(format!(
+                        "[hooks] Python worker of hook '{}' {} between events; restarting it",
+                        self.env.name,
+                        describe_status(status)
+                    ));
+                    self.restart()?
+                }
+                Err(_) => self.restart()?,
+            },
+            None => self.restart()?,
+        };
+        let request = event.request_json();
+        let written = match worker.stdin.as_mut() {
+            Some(stdin) => stdin
+                .write_all(request.as_bytes())
+                .and_then(|()| stdin.write_all(b"\n"))
+                .and_then(|()| stdin.flush()),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
+        if let Err(e) = written {
+            // Died between the check above and the write: nothing was delivered yet.
+            let how = worker.exit_description();
+            note(format!(
+                "[hooks] Python worker of hook '{}' {how} ({e}); restarting it",
+                self.env.name
+            ));
+            worker = self.restart()?;
+            if let Some(stdin) = worker.stdin.as_mut() {
+                stdin
+                    .write_all(request.as_bytes())
+                    .and_then(|()| stdin.write_all(b"\n"))
+                    .and_then(|()| stdin.flush())
+                    .map_err(|e| format!("cannot write to the python worker: {e}"))?;
+            }
+        }
+        in_flight.store(worker.pid(), Ordering::Release);
+        let answer = worker.lines.recv_timeout(self.timeout);
+        in_flight.store(0, Ordering::Release);
+        match answer {
+            Ok(line) => {
+                self.worker = Some(worker);
+                match serde_json::from_str::<serde_json::Value>(&line) {
+                    Ok(v) if v["ok"] == true => Ok(()),
+                    Ok(v) if v["error"].is_string() => {
+                        Err(v["error"].as_str().unwrap_or_default().to_string())
+                    }
+                    _ => Err(format!("the python worker answered {line:?}")),
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                worker.kill();
+                Err(format!(
+                    "handler timed out after {}; its python worker was killed and starts again for the next event",
+                    seconds(self.timeout)
+                ))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let how = worker.exit_description();
+                Err(format!(
+                    "the python worker of hook '{}' {how}; it starts again for the next event",
+                    self.env.name
+                ))
+            }
+        }
+    }
+
+    fn restart(&mut self) -> Result<Worker, String> {
+        if let Some((at, why)) = &self.failed_restart {
+            if at.elapsed() < RESTART_BACKOFF {
+                return Err(why.clone());
+            }
+        }
+        let result = self.start_worker();
+        self.failed_restart = result
+            .as_ref()
+            .err()
+            .map(|why| (Instant::now(), why.clone()));
+        result
+    }
+
+    fn start_worker(&mut self) -> Result<Worker, String> {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        let starting = Worker::start(&self.python, &self.handler, &self.env);
+        let load = match starting {
+            Ok(starting) => starting.finish(self.timeout),
+            Err(load) => load,
+        };
+        match load {
+            Load::Loaded(worker) => Ok(worker),
+            Load::Skip(why) => Err(format!("restarting the python worker: {why}")),
+            Load::Error(why) => Err(format!("restarting the python worker: {why}")),
+            Load::PythonMissing => Err(format!(
+                "restarting the python worker: {} was not found",
+                self.python.display()
+            )),
+        }
+    }
+
+    /// Stops the worker, waiting for it until `deadline`.
+    pub(crate) fn close(&mut self, deadline: Instant) {
+        if let Some(worker) = self.worker.take() {
+            worker.close(deadline);
+        }
+    }
+}

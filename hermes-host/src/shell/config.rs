@@ -1,0 +1,600 @@
+//! The `hooks:` block of `config.yaml`: parsing and validation.
+//!
+//! Parsing never fails. Every problem is a warning that names the entry
+//! (`hooks.<event>[<i>]...`) and the entry is skipped, with the reference's exact texts.
+//! Warnings are returned as data and also logged (`tracing::warn!`), in the order the
+//! reference logs them. Specs come back in config order: events in mapping order, entries in
+//! list order.
+//!
+//! ```yaml
+//! hooks:
+//!   pre_tool_call:
+//!     - command: ~/.hermes/agent-hooks/guard.sh
+//!       matcher: terminal|write_file   # regex, full match, tool events only
+//!       timeout: 10                    # seconds, default 60, at most 300
+//!       fail_closed: true              # a crash, timeout or bad output blocks the tool
+//!       priority: 0                    # equal priorities run together, lower first
+//!   pre_llm_call:
+//!     - command: python3 ~/.hermes/agent-hooks/context.py
+//! hooks_auto_accept: false
+//! ```
+
+use yaml_serde::Value;
+
+use super::matcher::Matcher;
+use super::pyfmt::{close_match, repr_str, repr_yaml};
+use crate::home::{Config, is_truthy, yaml_type_name};
+
+/// The timeout of an entry that sets none (seconds).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+/// The largest timeout; larger values are clamped (seconds).
+pub const MAX_TIMEOUT_SECS: u64 = 300;
+/// The events whose hooks may have a `matcher` (and see a tool name).
+pub const TOOL_EVENTS: [&str; 2] = ["pre_tool_call", "post_tool_call"];
+/// The events on which a hook can block, and so `fail_closed` and exit code 2 mean something.
+pub const BLOCKING_EVENTS: [&str; 1] = ["pre_tool_call"];
+
+/// One validated entry of the `hooks:` block.
+///
+/// ```
+/// let config = hermes_host::home::Config::parse(
+///     "hooks:\n  pre_tool_call:\n    - command: ' ./guard.sh '\n      matcher: terminal\n",
+/// ).unwrap();
+/// let parsed = hermes_host::shell::config::parse(&config);
+/// let spec = &parsed.specs[0];
+/// assert_eq!((spec.event.as_str(), spec.command.as_str(), spec.timeout), ("pre_tool_call", "./guard.sh", 60));
+/// assert!(spec.matches_tool(Some("terminal")) && !spec.matches_tool(None));
+/// assert_eq!(spec.label(), "shell_hook[pre_tool_call:./guard.sh]");
+/// ```
+#[derive(Clone, Debug)]
+pub struct ShellHookSpec {
+    /// The hook event (a name from `hermes_hooks_abi::hooks::names_sorted()`).
+    pub event: String,
+    /// The command line, stripped of surrounding whitespace.
+    pub command: String,
+    /// The tool matcher (tool events only).
+    pub matcher: Option<Matcher>,
+    /// Seconds, 1 to [`MAX_TIMEOUT_SECS`].
+    pub timeout: u64,
+    /// Whether a failure of this hook blocks the tool instead of being ignored
+    /// (`pre_tool_call` only).
+    pub fail_closed: bool,
+    /// Hooks of one event with equal priority run together; lower priorities run first.
+    pub priority: i64,
+}
+
+impl ShellHookSpec {
+    /// A spec with the defaults: no matcher, 60 s, fail-open, priority 0.
+    ///
+    /// ```
+    /// let spec = hermes_host::shell::config::ShellHookSpec::new("on_session_start", "./log.sh");
+    /// assert_eq!(spec.timeout, 60);
+    /// ```
+    pub fn new(event: &str, command: &str) -> ShellHookSpec {
+        ShellHookSpec {
+            event: event.to_string(),
+            command: command.to_string(),
+            matcher: None,
+            timeout: DEFAULT_TIMEOUT_SECS,
+            fail_closed: false,
+            priority: 0,
+        }
+    }
+
+    /// Whether the hook wants a call of `tool_name`: always without a matcher; never when the
+    /// tool name is missing; otherwise the matcher decides.
+    pub fn matches_tool(&self, tool_name: Option<&str>) -> bool {
+        match (&self.matcher, tool_name) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(m), Some(tool)) => m.matches(tool),
+        }
+    }
+
+    /// The callback label: `shell_hook[<event>:<command>]`.
+    pub fn label(&self) -> String {
+        format!("shell_hook[{}:{}]", self.event, self.command)
+    }
+
+    /// Whether this hook's event is a tool event (its matcher applies).
+    pub fn is_tool_event(&self) -> bool {
+        TOOL_EVENTS.contains(&self.event.as_str())
+    }
+}
+
+/// The specs of a `hooks:` block and the warnings about the entries that were skipped or
+/// corrected.
+#[derive(Clone, Debug, Default)]
+pub struct ParsedHooks {
+    /// The valid entries, in config order.
+    pub specs: Vec<ShellHookSpec>,
+    /// Every warning, in the order it was logged.
+    pub warnings: Vec<String>,
+}
+
+impl ParsedHooks {
+    fn warn(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.warnings.push(message);
+    }
+}
+
+/// Parses the `hooks:` block of `config`. A missing block, or one that is not a mapping, has
+/// no hooks and no warning.
+///
+/// ```
+/// let config = hermes_host::home::Config::parse("hooks:\n  pre_tool_cal:\n    - command: x\n").unwrap();
+/// let parsed = hermes_host::shell::config::parse(&config);
+/// assert!(parsed.specs.is_empty());
+/// assert_eq!(parsed.warnings, ["unknown hook event 'pre_tool_cal' in hooks: config — did you mean 'pre_tool_call'?"]);
+/// ```
+pub fn parse(config: &Config) -> ParsedHooks {
+    let mut out = ParsedHooks::default();
+    let Some(Value::Mapping(hooks)) = config.get("hooks") else {
+        return out;
+    };
+    let valid = hermes_hooks_abi::hooks::names_sorted();
+    for (key, entries) in hooks {
+        let event = match key {
+            Value::String(s) if valid.contains(&s.as_str()) => s.clone(),
+            other => {
+                let text = match other {
+                    Value::String(s) => s.clone(),
+                    other => repr_yaml(other),
+                };
+                match close_match(&text, &valid, 0.6) {
+                    Some(suggestion) => out.warn(format!(
+                        "unknown hook event {} in hooks: config — did you mean {}?",
+                        repr_yaml(other),
+                        repr_str(suggestion)
+                    )),
+                    None => out.warn(format!(
+                        "unknown hook event {} in hooks: config (valid: {})",
+                        repr_yaml(other),
+                        valid.join(", ")
+                    )),
+                }
+                continue;
+            }
+        };
+        let items = match entries {
+            Value::Null => continue,
+            Value::Sequence(items) => items,
+            other => {
+                out.warn(format!(
+                    "hooks.{event} must be a list of hook definitions; got {}",
+                    yaml_type_name(other)
+                ));
+                continue;
+            }
+        };
+        for (i, raw) in items.iter().enumerate() {
+            if let Some(spec) = parse_entry(&event, i, raw, &mut out) {
+                out.specs.push(spec);
+            }
+        }
+    }
+    out
+}
+
+fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Option<ShellHookSpec> {
+    let Value::Mapping(entry) = raw else {
+        out.warn(format!(
+            "hooks.{event}[{i}] must be a mapping with a 'command' key; got {}",
+            yaml_type_name(raw)
+        ));
+        return None;
+    };
+    let command = match entry.get("command") {
+        Some(Value::String(c)) if !c.trim().is_empty() => c.trim().to_string(),
+        _ => {
+            out.warn(format!(
+                "hooks.{event}[{i}] is missing a non-empty 'command' field"
+            ));
+            return None;
+        }
+    };
+
+    let mut matcher_text = match entry.get("matcher") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(_) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].matcher must be a string regex; ignoring"
+            ));
+            None
+        }
+    };
+    if let Some(m) = &matcher_text {
+        if !TOOL_EVENTS.contains(&event) {
+            out.warn(format!(
+                "hooks.{event}[{i}].matcher={} will be ignored at runtime — the matcher field is \
+                 only honored for pre_tool_call / post_tool_call.  The hook will fire on every \
+                 {event} event.",
+                repr_str(m)
+            ));
+            matcher_text = None;
+        }
+    }
+
+    let timeout = parse_timeout(event, i, entry.get("timeout"), out);
+    let fail_closed = parse_fail_closed(event, i, entry, out);
+    let priority = match entry.get("priority") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().unwrap_or(0),
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].priority must be an int (got {}); using 0",
+                repr_yaml(other)
+            ));
+            0
+        }
+    };
+
+    // The reference compiles the matcher when it builds the spec, after the checks above.
+    let matcher = match matcher_text {
+        Some(text) => {
+            let (matcher, warning) = Matcher::new(&text);
+            if let Some(warning) = warning {
+                out.warn(warning);
+            }
+            matcher
+        }
+        None => None,
+    };
+    Some(ShellHookSpec {
+        event: event.to_string(),
+        command,
+        matcher,
+        timeout,
+        fail_closed,
+        priority,
+    })
+}
+
+/// `int(value)` with the reference's warnings, then the 1..=300 range.
+fn parse_timeout(event: &str, i: usize, raw: Option<&Value>, out: &mut ParsedHooks) -> u64 {
+    let default = DEFAULT_TIMEOUT_SECS;
+    let value = match raw {
+        None => i128::from(default),
+        Some(v) => match python_int(v) {
+            Some(n) => n,
+            None => {
+                out.warn(format!(
+                    "hooks.{event}[{i}].timeout must be an int (got {}); using default {default}s",
+                    repr_yaml(v)
+                ));
+                i128::from(default)
+            }
+        },
+    };
+    if value < 1 {
+        out.warn(format!(
+            "hooks.{event}[{i}].timeout must be >=1; using default {default}s"
+        ));
+        return default;
+    }
+    if value > i128::from(MAX_TIMEOUT_SECS) {
+        out.warn(format!(
+            "hooks.{event}[{i}].timeout={value}s exceeds max {MAX_TIMEOUT_SECS}s; clamping"
+        ));
+        return MAX_TIMEOUT_SECS;
+    }
+    value as u64
+}
+
+/// Python's `int(value)` for a YAML value: booleans are 0/1, floats truncate toward zero,
+/// strings must be a (possibly signed, underscore-grouped, space-padded) decimal integer.
+/// `None` where Python raises.
+fn python_int(value: &Value) -> Option<i128> {
+    match value {
+        Value::Bool(b) => Some(i128::from(*b)),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Some(i128::from(i))
+            } else if let Some(u) = n.as_u64() {
+                Some(i128::from(u))
+            } else {
+                let f = n.as_f64()?;
+                f.is_finite().then(|| f.trunc() as i128)
+            }
+        }
+        Value::String(s) => {
+            let s = s.trim();
+            let (negative, digits) = match s.as_bytes().first() {
+                Some(b'-') => (true, &s[1..]),
+                Some(b'+') => (false, &s[1..]),
+                _ => (false, s),
+            };
+            let groups_ok = !digits.is_empty()
+                && digits
+                    .split('_')
+                    .all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()));
+            if !groups_ok {
+                return None;
+            }
+            let n: i128 = digits.replace('_', "").parse().ok()?;
+            Some(if negative { -n } else { n })
+        }
+        _ => None,
+    }
+}
+
+/// `fail_closed` (alias `failClosed`; the canonical spelling wins): a boolean, meaningful on
+/// blocking events only.
+fn parse_fail_closed(
+    event: &str,
+    i: usize,
+    entry: &yaml_serde::Mapping,
+    out: &mut ParsedHooks,
+) -> bool {
+    let (key, raw) = match (entry.get("fail_closed"), entry.get("failClosed")) {
+        (Some(v), _) => ("fail_closed", v),
+        (None, Some(v)) => ("failClosed", v),
+        (None, None) => return false,
+    };
+    let value = match raw {
+        Value::Bool(b) => *b,
+        Value::Null => false,
+        other => {
+            out.warn(format!(
+                "hooks.{event}[{i}].{key} must be a bool (got {}); using false",
+                repr_yaml(other)
+            ));
+            false
+        }
+    };
+    if value && !BLOCKING_EVENTS.contains(&event) {
+        out.warn(format!(
+            "hooks.{event}[{i}].{key}=True will be ignored — only pre_tool_call hooks can block, \
+             so only they can fail closed"
+        ));
+        return false;
+    }
+    value
+}
+
+/// The reference's `hooks_auto_accept`: `true`, or a string in {1, true, yes, on} (any case,
+/// surrounding space ignored). Anything else, including the integer `1`, is false.
+///
+/// ```
+/// use hermes_host::{home::Config, shell::config::auto_accept};
+/// assert!(auto_accept(&Config::parse("hooks_auto_accept: true").unwrap()));
+/// assert!(auto_accept(&Config::parse("hooks_auto_accept: ' Yes '").unwrap()));
+/// assert!(!auto_accept(&Config::parse("hooks_auto_accept: 1").unwrap()));
+/// assert!(!auto_accept(&Config::parse("hooks_auto_accept: 'false'").unwrap()));
+/// ```
+pub fn auto_accept(config: &Config) -> bool {
+    match config.get("hooks_auto_accept") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => is_truthy(s),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_yaml(text: &str) -> ParsedHooks {
+        parse(&Config::parse(text).unwrap())
+    }
+
+    fn one_entry(entry: &str) -> ParsedHooks {
+        parse_yaml(&format!("hooks:\n  pre_tool_call:\n    - {entry}\n"))
+    }
+
+    #[test]
+    fn a_missing_or_non_mapping_block_has_no_hooks_and_no_warning() {
+        for text in ["", "hooks: null", "hooks: [1, 2]", "hooks: text"] {
+            let parsed = parse_yaml(text);
+            assert!(
+                parsed.specs.is_empty() && parsed.warnings.is_empty(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_event_without_a_close_match_lists_the_valid_ones() {
+        let parsed = parse_yaml("hooks:\n  zzz:\n    - command: x\n");
+        let valid = hermes_hooks_abi::hooks::names_sorted().join(", ");
+        assert_eq!(
+            parsed.warnings,
+            [format!(
+                "unknown hook event 'zzz' in hooks: config (valid: {valid})"
+            )]
+        );
+    }
+
+    #[test]
+    fn event_names_are_case_sensitive() {
+        let parsed = parse_yaml("hooks:\n  Pre_Tool_Call:\n    - command: x\n");
+        assert!(parsed.specs.is_empty());
+        assert_eq!(parsed.warnings.len(), 1);
+    }
+
+    #[test]
+    fn a_null_event_is_skipped_silently_and_a_non_list_warns() {
+        let parsed = parse_yaml("hooks:\n  pre_tool_call:\n  post_tool_call: {command: x}\n");
+        assert_eq!(
+            parsed.warnings,
+            ["hooks.post_tool_call must be a list of hook definitions; got dict"]
+        );
+    }
+
+    #[test]
+    fn entries_need_a_mapping_with_a_non_empty_command() {
+        let parsed = parse_yaml(
+            "hooks:\n  pre_tool_call:\n    - just-a-string\n    - {command: '   '}\n    - {command: 5}\n    - {timeout: 5}\n",
+        );
+        assert_eq!(
+            parsed.warnings,
+            [
+                "hooks.pre_tool_call[0] must be a mapping with a 'command' key; got str",
+                "hooks.pre_tool_call[1] is missing a non-empty 'command' field",
+                "hooks.pre_tool_call[2] is missing a non-empty 'command' field",
+                "hooks.pre_tool_call[3] is missing a non-empty 'command' field",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_non_string_matcher_is_ignored_with_a_warning() {
+        let parsed = one_entry("{command: x, matcher: 5}");
+        assert!(parsed.specs[0].matcher.is_none());
+        assert_eq!(
+            parsed.warnings,
+            ["hooks.pre_tool_call[0].matcher must be a string regex; ignoring"]
+        );
+    }
+
+    #[test]
+    fn a_matcher_on_a_non_tool_event_is_dropped_with_the_reference_warning() {
+        let parsed = parse_yaml("hooks:\n  pre_llm_call:\n    - {command: x, matcher: terminal}\n");
+        assert!(parsed.specs[0].matcher.is_none());
+        assert_eq!(
+            parsed.warnings,
+            [
+                "hooks.pre_llm_call[0].matcher='terminal' will be ignored at runtime — the matcher field is only honored for pre_tool_call / post_tool_call.  The hook will fire on every pre_llm_call event."
+            ]
+        );
+    }
+
+    #[test]
+    fn timeouts_follow_python_int_semantics() {
+        let cases = [
+            ("true", 1),
+            ("2.9", 2),
+            ("'30'", 30),
+            ("' 45 '", 45),
+            ("'1_0'", 10),
+            ("300", 300),
+        ];
+        for (raw, want) in cases {
+            let parsed = one_entry(&format!("{{command: x, timeout: {raw}}}"));
+            assert_eq!(parsed.specs[0].timeout, want, "{raw}");
+            assert!(parsed.warnings.is_empty(), "{raw}: {:?}", parsed.warnings);
+        }
+    }
+
+    #[test]
+    fn bad_timeouts_warn_with_the_reference_texts() {
+        let cases = [
+            (
+                "thirty",
+                "hooks.pre_tool_call[0].timeout must be an int (got 'thirty'); using default 60s",
+                60,
+            ),
+            (
+                "'2.5'",
+                "hooks.pre_tool_call[0].timeout must be an int (got '2.5'); using default 60s",
+                60,
+            ),
+            (
+                "null",
+                "hooks.pre_tool_call[0].timeout must be an int (got None); using default 60s",
+                60,
+            ),
+            (
+                "[1, 2]",
+                "hooks.pre_tool_call[0].timeout must be an int (got [1, 2]); using default 60s",
+                60,
+            ),
+            (
+                "0",
+                "hooks.pre_tool_call[0].timeout must be >=1; using default 60s",
+                60,
+            ),
+            (
+                "false",
+                "hooks.pre_tool_call[0].timeout must be >=1; using default 60s",
+                60,
+            ),
+            (
+                "-5",
+                "hooks.pre_tool_call[0].timeout must be >=1; using default 60s",
+                60,
+            ),
+            (
+                "301",
+                "hooks.pre_tool_call[0].timeout=301s exceeds max 300s; clamping",
+                300,
+            ),
+            (
+                "'9999'",
+                "hooks.pre_tool_call[0].timeout=9999s exceeds max 300s; clamping",
+                300,
+            ),
+        ];
+        for (raw, warning, want) in cases {
+            let parsed = one_entry(&format!("{{command: x, timeout: {raw}}}"));
+            assert_eq!(parsed.warnings, [warning], "{raw}");
+            assert_eq!(parsed.specs[0].timeout, want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn fail_closed_accepts_the_claude_alias_and_the_canonical_spelling_wins() {
+        assert!(one_entry("{command: x, failClosed: true}").specs[0].fail_closed);
+        assert!(
+            !one_entry("{command: x, fail_closed: false, failClosed: true}").specs[0].fail_closed
+        );
+        let parsed = one_entry("{command: x, fail_closed: 'yes'}");
+        assert!(!parsed.specs[0].fail_closed);
+        assert_eq!(
+            parsed.warnings,
+            ["hooks.pre_tool_call[0].fail_closed must be a bool (got 'yes'); using false"]
+        );
+    }
+
+    #[test]
+    fn fail_closed_on_a_non_blocking_event_is_ignored_with_a_warning() {
+        let parsed =
+            parse_yaml("hooks:\n  post_tool_call:\n    - {command: x, fail_closed: true}\n");
+        assert!(!parsed.specs[0].fail_closed);
+        assert_eq!(
+            parsed.warnings,
+            [
+                "hooks.post_tool_call[0].fail_closed=True will be ignored — only pre_tool_call hooks can block, so only they can fail closed"
+            ]
+        );
+    }
+
+    #[test]
+    fn priority_must_be_an_integer() {
+        assert_eq!(
+            one_entry("{command: x, priority: -3}").specs[0].priority,
+            -3
+        );
+        let parsed = one_entry("{command: x, priority: high}");
+        assert_eq!(parsed.specs[0].priority, 0);
+        assert_eq!(
+            parsed.warnings,
+            ["hooks.pre_tool_call[0].priority must be an int (got 'high'); using 0"]
+        );
+    }
+
+    #[test]
+    fn config_order_is_kept_across_events_and_entries() {
+        let parsed = parse_yaml(
+            "hooks:\n  post_tool_call:\n    - {command: a}\n    - {command: b}\n  pre_tool_call:\n    - {command: c}\n",
+        );
+        let order: Vec<_> = parsed.specs.iter().map(|s| s.command.as_str()).collect();
+        assert_eq!(order, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn the_invalid_matcher_warning_comes_after_the_timeout_warning() {
+        let parsed = one_entry("{command: x, matcher: 'a(', timeout: 0}");
+        assert_eq!(parsed.warnings.len(), 2);
+        assert!(parsed.warnings[0].contains("timeout must be >=1"));
+        assert!(parsed.warnings[1].starts_with("shell hook matcher 'a(' is invalid"));
+    }
+
+    #[test]
+    fn a_non_string_event_key_is_reported_with_its_python_repr() {
+        let parsed = parse_yaml("hooks:\n  5:\n    - command: x\n");
+        assert!(parsed.warnings[0].starts_with("unknown hook event 5 in hooks: config (valid: "));
+    }
+}

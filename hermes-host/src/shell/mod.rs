@@ -1,0 +1,604 @@
+//! Shell hooks: any script becomes a hook.
+//!
+//! A `hooks:` block in `$HERMES_HOME/config.yaml` names an event, an optional tool matcher, a
+//! command and a timeout. When the event fires, the host runs the command with a JSON payload
+//! on stdin and reads an optional JSON answer on stdout, which can block a tool call, rewrite
+//! its arguments or add context to the model's prompt.
+//!
+//! The steps live in one file each, and data flows one way:
+//!
+//! - [`config`] parses and validates the block into [`ShellHookSpec`]s (never fails; every
+//!   problem is a warning naming the entry);
+//! - [`consent`] keeps the allowlist of approved `(event, command)` pairs, pinned to the
+//!   script's content, and asks at the terminal;
+//! - [`register_from_config`] puts the approved hooks into the one
+//!   [`Registry`], after the native plugins, in config order;
+//! - when the registry fires them, [`wire`] builds the stdin payload, [`spawn`] runs the
+//!   command (the only code that spawns a hook), and [`evaluate`] turns the run into a
+//!   decision: fail-open by default, a block for `fail_closed` hooks.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use hermes_host::{home::Home, registry::Registry, shell::{self, Consent}};
+//! use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
+//!
+//! let home = Home::from_env();
+//! let (config, _) = home.load_config();
+//! let mut registry = Registry::new();
+//! let report = shell::register_from_config(&home, &config, Consent::Refuse, &mut registry);
+//! for warning in &report.warnings {
+//!     eprintln!("{warning}");
+//! }
+//! let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", args: r#"{"command": "ls"}"#, ..Default::default() });
+//! println!("blocked: {:?}", verdict.blocked);
+//! ```
+
+pub mod config;
+pub mod consent;
+pub mod matcher;
+pub mod pyfmt;
+pub mod script;
+pub mod spawn;
+pub mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_hooks_abi::core::EventView;
+use hermes_hooks_abi::hooks::{self, OutcomeKind};
+use serde_json::{Map, Value};
+
+use config::BLOCKING_EVENTS;
+pub use config::ShellHookSpec;
+use consent::{Allowlist, Prompter};
+use spawn::RunResult;
+use wire::{Decision, Stdout};
+
+use crate::home::{Config, Home};
+use crate::registry::{Callback, ExternalHook, HookResult, Registry, Source};
+
+/// How to treat a configured hook that is not yet approved.
+pub enum Consent<'a> {
+    /// Approve it and record the approval (`--accept-hooks`, `HERMES_ACCEPT_HOOKS=1`).
+    Accept,
+    /// Ask (at the terminal), and record a yes.
+    Ask(&'a mut dyn Prompter),
+    /// Do not run it (no terminal to ask at), with the reference's warning.
+    Refuse,
+}
+
+/// What [`register_from_config`] did.
+#[derive(Clone, Debug, Default)]
+pub struct ShellReport {
+    /// The hooks added to the registry, in config order.
+    pub registered: Vec<ShellHookSpec>,
+    /// Every warning (config problems, refusals, changed scripts, failed writes), in order.
+    /// Each was also logged.
+    pub warnings: Vec<String>,
+}
+
+impl ShellReport {
+    fn warn(&mut self, message: String) {
+        tracing::warn!("{message}");
+        self.warnings.push(message);
+    }
+}
+
+/// Adds every approved shell hook of `config` to `registry`, after whatever is already there.
+///
+/// For each valid entry, in config order:
+///
+/// 1. An equal hook (same home, event, matcher and command) already in the registry is
+///    skipped, so calling this twice is harmless.
+/// 2. An allowlisted hook whose script still has the approved content is added.
+/// 3. One whose script changed since approval is not added (the warning names the
+///    `hermes hooks allow` command to run), unless the user approves it again at the prompt.
+///    A `fail_closed` hook is added anyway and blocks every call until it is re-approved.
+/// 4. An unseen hook is approved and recorded when `consent` is [`Consent::Accept`] or the
+///    config says `hooks_auto_accept: true`; asked about with [`Consent::Ask`]; otherwise
+///    refused with the reference's warning.
+pub fn register_from_config(
+    home: &Home,
+    config: &Config,
+    consent: Consent<'_>,
+    registry: &mut Registry,
+) -> ShellReport {
+    let parsed = config::parse(config);
+    let mut report = ShellReport {
+        registered: Vec::new(),
+        warnings: parsed.warnings,
+    };
+    let accept = matches!(consent, Consent::Accept) || config::auto_accept(config);
+    let mut prompter = match consent {
+        Consent::Ask(p) => Some(p),
+        Consent::Accept | Consent::Refuse => None,
+    };
+    let allowlist = Allowlist::new(home);
+    for spec in parsed.specs {
+        let identity = identity(home, &spec);
+        let already = registry
+            .entries(&spec.event)
+            .iter()
+            .any(|e| match &e.callback {
+                Callback::External(h) => h.identity().as_deref() == Some(identity.as_str()),
+                _ => false,
+            });
+        if already {
+            continue;
+        }
+        let current = script::sha256(&spec.command);
+        let pin = match allowlist.entry_for(&spec.event, &spec.command) {
+            Some(approval) if approval.content_matches(current.as_deref()) => {
+                match approval.script_sha256 {
+                    Some(pinned) => Pin::Sha(pinned),
+                    None => Pin::Unpinned,
+                }
+            }
+            Some(approval) => {
+                report.warn(changed_warning(&spec));
+                let reapproved = prompter
+                    .as_mut()
+                    .is_some_and(|p| p.confirm(&spec.event, &spec.command));
+                if reapproved {
+                    Pin::Sha(record(&allowlist, &spec, &mut report))
+                } else if spec.fail_closed {
+                    Pin::Sha(approval.script_sha256.flatten())
+                } else {
+                    continue;
+                }
+            }
+            None => {
+                let approved = if accept {
+                    tracing::info!(
+                        "shell hook auto-approved via --accept-hooks / env / config: {} -> {}",
+                        spec.event,
+                        spec.command
+                    );
+                    true
+                } else {
+                    prompter
+                        .as_mut()
+                        .is_some_and(|p| p.confirm(&spec.event, &spec.command))
+                };
+                if !approved {
+                    report.warn(format!(
+                        "shell hook for {} ({}) not allowlisted — skipped. Use --accept-hooks / \
+                         HERMES_ACCEPT_HOOKS=1 / hooks_auto_accept: true, or approve at the TTY prompt next run.",
+                        spec.event, spec.command
+                    ));
+                    continue;
+                }
+                Pin::Sha(record(&allowlist, &spec, &mut report))
+            }
+        };
+        tracing::info!(
+            "shell hook registered: {} -> {} (matcher={}, timeout={}s)",
+            spec.event,
+            spec.command,
+            spec.matcher.as_ref().map_or("None", |m| m.as_str()),
+            spec.timeout
+        );
+        let hook = ShellHook::new(spec.clone(), pin, identity);
+        registry.add_external(&spec.event, Source::Shell, spec.label(), Arc::new(hook));
+        report.registered.push(spec);
+    }
+    report
+}
+
+/// Records an approval; a failed write is a warning and the approval holds for this run.
+/// Returns the pinned content hash.
+fn record(allowlist: &Allowlist, spec: &ShellHookSpec, report: &mut ShellReport) -> Option<String> {
+    match allowlist.approve(&spec.event, &spec.command) {
+        Ok(approval) => approval.script_sha256.flatten(),
+        Err(e) => {
+            report.warn(format!(
+                "Failed to persist shell hook allowlist to {}: {}. The approval is in-memory for this run, \
+                 but the next startup will re-prompt (or skip registration on non-TTY runs without \
+                 --accept-hooks / HERMES_ACCEPT_HOOKS).",
+                e.path.display(),
+                e.message
+            ));
+            script::sha256(&spec.command)
+        }
+    }
+}
+
+/// The warning for a hook whose script changed since it was approved.
+///
+/// ```
+/// let spec = hermes_host::shell::ShellHookSpec::new("pre_tool_call", "bash /h/guard.sh");
+/// assert_eq!(
+///     hermes_host::shell::changed_warning(&spec),
+///     "shell hook for pre_tool_call (bash /h/guard.sh) not run: its script /h/guard.sh changed since it was approved. \
+///      Review the change, then run `hermes hooks allow 'bash /h/guard.sh' --event pre_tool_call` to approve it again."
+/// );
+/// ```
+pub fn changed_warning(spec: &ShellHookSpec) -> String {
+    format!(
+        "shell hook for {} ({}) not run: its script {} changed since it was approved. Review the change, \
+         then run `{}` to approve it again.",
+        spec.event,
+        spec.command,
+        script::script_path(&spec.command),
+        allow_command(spec)
+    )
+}
+
+/// `hermes hooks allow <command> --event <event>`, with the command quoted for a shell.
+pub fn allow_command(spec: &ShellHookSpec) -> String {
+    format!(
+        "hermes hooks allow {} --event {}",
+        shell_words::quote(&spec.command),
+        spec.event
+    )
+}
+
+/// The registry identity of a shell hook: home, event, matcher and command.
+fn identity(home: &Home, spec: &ShellHookSpec) -> String {
+    format!(
+        "shell\0{}\0{}\0{}\0{}",
+        home.root().display(),
+        spec.event,
+        spec.matcher.as_ref().map_or("", |m| m.as_str()),
+        spec.command
+    )
+}
+
+/// What a registered hook expects of its script's content.
+#[derive(Clone, Debug)]
+enum Pin {
+    /// Approved before content pinning: any content runs.
+    Unpinned,
+    /// This sha256 (`None`: the command named no readable file).
+    Sha(Option<String>),
+}
+
+/// A registered shell hook, run by the registry.
+pub struct ShellHook {
+    spec: ShellHookSpec,
+    pin: Pin,
+    script: Option<PathBuf>,
+    identity: String,
+}
+
+impl ShellHook {
+    fn new(spec: ShellHookSpec, pin: Pin, identity: String) -> ShellHook {
+        let script = script::resolved_path(&spec.command);
+        ShellHook {
+            spec,
+            pin,
+            script,
+            identity,
+        }
+    }
+
+    /// The hook's configuration.
+    pub fn spec(&self) -> &ShellHookSpec {
+        &self.spec
+    }
+
+    /// Whether the script still has the approved content.
+    fn content_ok(&self) -> bool {
+        match &self.pin {
+            Pin::Unpinned => true,
+            Pin::Sha(expected) => {
+                let current = self.script.as_deref().and_then(script::sha256_file);
+                &current == expected
+            }
+        }
+    }
+}
+
+impl ExternalHook for ShellHook {
+    fn matches(&self, event: &EventView<'_>) -> bool {
+        !self.spec.is_tool_event() || self.spec.matches_tool(event.get_str("tool_name"))
+    }
+
+    fn run(&self, event: &EventView<'_>) -> HookResult {
+        let spec = &self.spec;
+        if !self.content_ok() {
+            tracing::warn!("{}", changed_warning(spec));
+            let refusal = fail_closed(spec, "script changed since approval");
+            return Ok(refusal.map(|d| d.to_reply()));
+        }
+        let stdin = wire::serialize_payload(&spec.event, &wire::kwargs_from_view(event, true));
+        let run = spawn::run(
+            &spec.command,
+            stdin.as_bytes(),
+            Duration::from_secs(spec.timeout),
+        );
+        let evaluation = evaluate(spec, &run);
+        let stderr = run.stderr.trim();
+        if !stderr.is_empty() {
+            tracing::debug!(
+                "shell hook stderr (event={} command={}): {}",
+                spec.event,
+                spec.command,
+                stderr.chars().take(400).collect::<String>()
+            );
+        }
+        for warning in &evaluation.warnings {
+            tracing::warn!("{warning}");
+        }
+        Ok(evaluation.decision.and_then(|d| reply_for(&spec.event, d)))
+    }
+
+    fn priority(&self) -> i64 {
+        self.spec.priority
+    }
+
+    fn identity(&self) -> Option<String> {
+        Some(self.identity.clone())
+    }
+}
+
+/// The reply the registry can use for `event`: blocks and modifies on `pre_tool_call`,
+/// context on `pre_llm_call`. On other events a shell hook is an observer (as in the
+/// reference, where such answers reach aggregators that ignore them).
+fn reply_for(event: &str, decision: Decision) -> Option<hermes_hooks_abi::core::Reply> {
+    let kind = hooks::spec(event).map_or(OutcomeKind::Observer, |s| s.outcome);
+    let fits = match kind {
+        OutcomeKind::ToolDecision => matches!(decision, Decision::Block(_) | Decision::Modify(_)),
+        OutcomeKind::Context => matches!(decision, Decision::Context(_)),
+        OutcomeKind::Observer
+        | OutcomeKind::Replace
+        | OutcomeKind::ReplaceNonEmpty
+        | OutcomeKind::Dispatch => false,
+    };
+    fits.then(|| decision.to_reply())
+}
+
+/// What one run of a hook means.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// The decision in canonical form, if any.
+    pub decision: Option<Decision>,
+    /// The warnings the run deserves, with the reference's texts (not yet logged).
+    pub warnings: Vec<String>,
+}
+
+/// `hook <command> failed closed: <reason>` for a `fail_closed` hook on a blocking event.
+fn fail_closed(spec: &ShellHookSpec, reason: &str) -> Option<Decision> {
+    (spec.fail_closed && BLOCKING_EVENTS.contains(&spec.event.as_str()))
+        .then(|| Decision::Block(format!("hook {} failed closed: {reason}", spec.command)))
+}
+
+/// Turns a finished run into a decision and warnings (reference §4.8 plus the later rules):
+///
+/// - could not run, or timed out: a warning and no decision (fail-open), or a block naming
+///   the hook when it is `fail_closed`;
+/// - a non-zero exit is a warning, but stdout is still read (exit 1 plus a block answer
+///   blocks);
+/// - on `pre_tool_call`, exit code 2 blocks: with the answer's message, else stderr, else the
+///   default message;
+/// - a `fail_closed` hook that exited non-zero or printed something that is not JSON, without
+///   blocking itself, blocks with `hook <command> failed closed: <reason>`.
+///
+/// ```
+/// use hermes_host::shell::{evaluate, ShellHookSpec, spawn::RunResult, wire::Decision};
+/// let spec = ShellHookSpec::new("pre_tool_call", "./guard.sh");
+/// let run = RunResult { returncode: Some(2), stderr: "no rm\n".into(), ..Default::default() };
+/// assert_eq!(evaluate(&spec, &run).decision, Some(Decision::Block("no rm".into())));
+/// ```
+pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
+    let (event, command) = (&spec.event, &spec.command);
+    let mut warnings = Vec::new();
+    if let Some(error) = &run.error {
+        warnings.push(format!(
+            "shell hook failed (event={event} command={command}): {error}"
+        ));
+        return Evaluation {
+            decision: fail_closed(spec, error),
+            warnings,
+        };
+    }
+    if run.timed_out {
+        warnings.push(format!(
+            "shell hook timed out after {:.2}s (event={event} command={command})",
+            run.elapsed_seconds()
+        ));
+        return Evaluation {
+            decision: fail_closed(spec, &format!("timed out after {}s", spec.timeout)),
+            warnings,
+        };
+    }
+    for (stream, dropped) in [
+        ("stdout", run.stdout_dropped),
+        ("stderr", run.stderr_dropped),
+    ] {
+        if dropped > 0 {
+            warnings.push(format!(
+                "shell hook {stream} exceeded {} bytes; dropped the remaining {dropped} bytes (event={event} command={command})",
+                spawn::OUTPUT_CAP
+            ));
+        }
+    }
+    let rc = run.returncode.unwrap_or(0);
+    if rc != 0 {
+        let stderr: String = run.stderr.trim().chars().take(400).collect();
+        warnings.push(format!(
+            "shell hook exited {rc} (event={event} command={command}); stderr={stderr}"
+        ));
+    }
+    let stdout = wire::read_stdout(&run.stdout);
+    let mut decision = match &stdout {
+        Stdout::Empty => None,
+        Stdout::NotJson(head) => {
+            warnings.push(format!(
+                "shell hook stdout was not valid JSON (event={event}): {head}"
+            ));
+            None
+        }
+        Stdout::Json(value) => wire::decide(event, value),
+    };
+    if BLOCKING_EVENTS.contains(&event.as_str()) && !matches!(decision, Some(Decision::Block(_))) {
+        if rc == 2 {
+            decision = Some(Decision::Block(wire::exit2_message(&stdout, &run.stderr)));
+        } else if rc != 0 {
+            decision = fail_closed(spec, &format!("exited {rc}")).or(decision);
+        } else if matches!(stdout, Stdout::NotJson(_)) {
+            decision = fail_closed(spec, "stdout was not valid JSON").or(decision);
+        }
+    }
+    Evaluation { decision, warnings }
+}
+
+/// Runs `spec` once with `kwargs` (the event's keyword arguments) and evaluates the run, as
+/// `hermes hooks test` and `hermes hooks doctor` do. The allowlist is not consulted, and the
+/// payload has no `telemetry_schema_version` (as in the reference).
+///
+/// ```no_run
+/// use hermes_host::shell::{run_once, ShellHookSpec};
+/// let kwargs = serde_json::json!({"tool_name": "terminal", "args": {"command": "ls"}});
+/// let (run, evaluation) = run_once(&ShellHookSpec::new("pre_tool_call", "./guard.sh"), kwargs.as_object().unwrap());
+/// println!("exit={:?} decision={:?}", run.returncode, evaluation.decision);
+/// ```
+pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult, Evaluation) {
+    let stdin = wire::serialize_payload(&spec.event, kwargs);
+    let run = spawn::run(
+        &spec.command,
+        stdin.as_bytes(),
+        Duration::from_secs(spec.timeout),
+    );
+    let evaluation = evaluate(spec, &run);
+    (run, evaluation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(event: &str, fail_closed: bool) -> ShellHookSpec {
+        let mut s = ShellHookSpec::new(event, "./h.sh");
+        s.fail_closed = fail_closed;
+        s
+    }
+
+    fn ran(rc: i32, stdout: &str, stderr: &str) -> RunResult {
+        RunResult {
+            returncode: Some(rc),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exit_1_with_a_block_answer_still_blocks() {
+        let e = evaluate(
+            &spec("pre_tool_call", false),
+            &ran(1, r#"{"action":"block","message":"m"}"#, "oops"),
+        );
+        assert_eq!(e.decision, Some(Decision::Block("m".into())));
+        assert_eq!(
+            e.warnings,
+            ["shell hook exited 1 (event=pre_tool_call command=./h.sh); stderr=oops"]
+        );
+    }
+
+    #[test]
+    fn exit_2_blocks_only_on_pre_tool_call() {
+        assert_eq!(
+            evaluate(&spec("pre_tool_call", false), &ran(2, "", "")).decision,
+            Some(Decision::Block(wire::DEFAULT_BLOCK_MESSAGE.into()))
+        );
+        assert_eq!(
+            evaluate(&spec("post_tool_call", false), &ran(2, "", "")).decision,
+            None
+        );
+    }
+
+    #[test]
+    fn exit_2_overrides_a_modify_answer() {
+        let e = evaluate(
+            &spec("pre_tool_call", false),
+            &ran(2, r#"{"action":"modify","args":{"a":1}}"#, "stop"),
+        );
+        assert_eq!(e.decision, Some(Decision::Block("stop".into())));
+    }
+
+    #[test]
+    fn failures_are_fail_open_unless_fail_closed() {
+        let failed = RunResult {
+            error: Some("command not found".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            evaluate(&spec("pre_tool_call", false), &failed).decision,
+            None
+        );
+        assert_eq!(
+            evaluate(&spec("pre_tool_call", true), &failed).decision,
+            Some(Decision::Block(
+                "hook ./h.sh failed closed: command not found".into()
+            ))
+        );
+        let timed_out = RunResult {
+            timed_out: true,
+            elapsed: Duration::from_millis(1004),
+            ..Default::default()
+        };
+        let e = evaluate(&spec("pre_tool_call", true), &timed_out);
+        assert_eq!(
+            e.decision,
+            Some(Decision::Block(
+                "hook ./h.sh failed closed: timed out after 60s".into()
+            ))
+        );
+        assert_eq!(
+            e.warnings,
+            ["shell hook timed out after 1.00s (event=pre_tool_call command=./h.sh)"]
+        );
+    }
+
+    #[test]
+    fn fail_closed_blocks_a_crash_with_empty_stdout_and_non_json_output() {
+        // The reference's open bug #102405: a non-zero exit with empty stdout did not block.
+        assert_eq!(
+            evaluate(&spec("pre_tool_call", true), &ran(1, "", "")).decision,
+            Some(Decision::Block(
+                "hook ./h.sh failed closed: exited 1".into()
+            ))
+        );
+        let e = evaluate(&spec("pre_tool_call", true), &ran(0, "not json", ""));
+        assert_eq!(
+            e.decision,
+            Some(Decision::Block(
+                "hook ./h.sh failed closed: stdout was not valid JSON".into()
+            ))
+        );
+        assert_eq!(
+            e.warnings,
+            ["shell hook stdout was not valid JSON (event=pre_tool_call): not json"]
+        );
+        assert_eq!(
+            evaluate(&spec("pre_tool_call", true), &ran(0, "", "")).decision,
+            None
+        );
+    }
+
+    #[test]
+    fn dropped_output_is_reported() {
+        let mut run = ran(0, "", "");
+        run.stdout_dropped = 10;
+        let e = evaluate(&spec("pre_llm_call", false), &run);
+        assert_eq!(
+            e.warnings,
+            [format!(
+                "shell hook stdout exceeded {} bytes; dropped the remaining 10 bytes (event=pre_llm_call command=./h.sh)",
+                spawn::OUTPUT_CAP
+            )]
+        );
+    }
+
+    #[test]
+    fn context_only_reaches_the_registry_where_it_means_something() {
+        let ctx = Decision::Context("c".into());
+        assert!(reply_for("pre_llm_call", ctx.clone()).is_some());
+        assert!(reply_for("transform_llm_output", ctx.clone()).is_none());
+        assert!(reply_for("post_tool_call", ctx).is_none());
+        assert!(reply_for("pre_tool_call", Decision::Block("b".into())).is_some());
+    }
+}

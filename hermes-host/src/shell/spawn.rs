@@ -1,0 +1,772 @@
+//! Running one shell-hook command: the only place in hermes that spawns a hook process.
+//!
+//! A shell hook is a command line from `config.yaml`. [`run`] turns it into a process, feeds it
+//! the JSON payload on stdin, collects what it prints, and gives up on it at its timeout. Every
+//! outcome, including "could not start" and "timed out", comes back as a [`RunResult`]; `run`
+//! never panics and never returns early with an error.
+//!
+//! # Running a hook
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use hermes_host::shell::spawn;
+//!
+//! let result = spawn::run("~/.hermes/agent-hooks/guard.sh --strict", br#"{"tool_name": "terminal"}"#, Duration::from_secs(10));
+//! match (&result.error, result.timed_out) {
+//!     (Some(error), _) => eprintln!("could not run the hook: {error}"),
+//!     (None, true) => eprintln!("the hook timed out after {}s", result.elapsed_seconds()),
+//!     (None, false) => println!("exit={:?} stdout={}", result.returncode, result.stdout),
+//! }
+//! ```
+//!
+//! # The command line
+//!
+//! The command is split into words the way a POSIX shell (Python's `shlex.split`) splits
+//! them, and the first word is executed directly: there is **no shell**, so pipes,
+//! redirections, globs and `$VAR` are passed through as literal text. Quotes group words
+//! (`"/path with space/hook.sh"` is one word) and `#` is an ordinary character. A `~` at the
+//! very start of the command is replaced by `$HOME` (`~/hook.sh`); a `~` anywhere else, as in
+//! `bash ~/hook.sh`, stays literal, exactly as in the reference. `~user` is not expanded.
+//! Use [`argv`] to see how a command is split:
+//!
+//! ```
+//! use hermes_host::shell::spawn::argv;
+//! assert_eq!(argv(r#"python3 "/opt/my hooks/a.py" --tag #1"#).unwrap(), ["python3", "/opt/my hooks/a.py", "--tag", "#1"]);
+//! assert_eq!(argv("echo 'unclosed").unwrap_err(), "command \"echo 'unclosed\" cannot be parsed: No closing quotation");
+//! assert_eq!(argv("   ").unwrap_err(), "empty command");
+//! ```
+//!
+//! The process inherits the environment and the working directory of hermes.
+//!
+//! # Standard input
+//!
+//! The payload is written to the process's stdin while its output is being read, and stdin
+//! is closed as soon as the payload is written, so a script can read to end of file. A
+//! script that exits without reading its stdin is fine: the broken pipe is ignored.
+//!
+//! # Standard output and error
+//!
+//! Both are read concurrently with writing stdin, so a hook never deadlocks on a full pipe.
+//! Each is kept up to [`OUTPUT_CAP`] bytes (1 MiB); anything beyond is read and dropped,
+//! never buffered, and [`RunResult::stdout_dropped`] / [`RunResult::stderr_dropped`] say how
+//! much was lost. Output is decoded as UTF-8, invalid bytes becoming U+FFFD.
+//!
+//! # Timeouts and process groups
+//!
+//! Each hook runs in a **process group of its own**. The timeout is enforced by hermes, not
+//! by the hook: the run is over when the process has exited *and* both of its output pipes
+//! are closed. If that has not happened by the timeout, the **whole group** is killed with
+//! `SIGKILL`, so a script that started a background child still holding stdout open returns
+//! at its timeout instead of hanging the agent. After the kill hermes waits at most
+//! [`KILL_GRACE`] for the pipes to close (a process that left the group with `setsid` could
+//! keep them open), then returns regardless.
+//!
+//! # Caveats
+//!
+//! * A hook that exits while a background child keeps running *without* holding its pipes
+//!   is not waited for and not killed: the daemon outlives the hook, as it would in a shell.
+//! * The group is killed by its id, which is the hook's process id. The kernel does not reuse
+//!   a process id while a group of that id still has members, so the kill can only reach
+//!   processes the hook started.
+//! * Waiting uses `poll(2)` on the pipes and a `pidfd` for the process (Linux 5.3+); on
+//!   kernels without pidfds the exit is detected by polling with a short, growing interval.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::pyfmt::repr_str;
+
+/// How many bytes of stdout, and separately of stderr, a run keeps (1 MiB). The rest is read
+/// and dropped.
+pub const OUTPUT_CAP: usize = 1 << 20;
+
+/// How long a run waits for its pipes to close after the timeout killed its process group.
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// What happened when a command ran. Every field is always set, as in the reference's result
+/// dict (`returncode, stdout, stderr, timed_out, elapsed_seconds, error`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunResult {
+    /// The exit code; the negated signal number when a signal ended the process (as Python
+    /// reports it); `None` when it never ran or timed out.
+    pub returncode: Option<i32>,
+    /// Its stdout (at most [`OUTPUT_CAP`] bytes of it), decoded leniently as UTF-8.
+    pub stdout: String,
+    /// Its stderr (at most [`OUTPUT_CAP`] bytes of it), decoded leniently as UTF-8.
+    pub stderr: String,
+    /// Whether the timeout ended the run.
+    pub timed_out: bool,
+    /// From just before the spawn to the end of the run.
+    pub elapsed: Duration,
+    /// Why it could not run: `command not found`, `command not executable`,
+    /// `command '<cmd>' cannot be parsed: <why>`, `empty command`, or an OS error.
+    pub error: Option<String>,
+    /// Bytes of stdout read beyond [`OUTPUT_CAP`] and dropped.
+    pub stdout_dropped: u64,
+    /// Bytes of stderr read beyond [`OUTPUT_CAP`] and dropped.
+    pub stderr_dropped: u64,
+}
+
+impl RunResult {
+    /// The elapsed time in seconds, rounded to milliseconds (the reference's
+    /// `elapsed_seconds`).
+    ///
+    /// ```
+    /// let r = hermes_host::shell::spawn::RunResult { elapsed: std::time::Duration::from_micros(12_345), ..Default::default() };
+    /// assert_eq!(r.elapsed_seconds(), 0.012);
+    /// ```
+    pub fn elapsed_seconds(&self) -> f64 {
+        (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0
+    }
+
+    fn failed(error: String, started: Instant) -> RunResult {
+        RunResult {
+            error: Some(error),
+            elapsed: started.elapsed(),
+            ..RunResult::default()
+        }
+    }
+}
+
+/// Splits `command` into the argv [`run`] executes: `~` expanded at the very start, then
+/// POSIX shell-word splitting.
+///
+/// # Errors
+///
+/// `command '<cmd>' cannot be parsed: No closing quotation` (or `No escaped character`) for
+/// an unbalanced quote or a trailing backslash, and `empty command` when there is no word.
+pub fn argv(command: &str) -> Result<Vec<String>, String> {
+    let words = split_words(&expand_tilde(command))
+        .map_err(|why| format!("command {} cannot be parsed: {why}", repr_str(command)))?;
+    if words.is_empty() {
+        return Err("empty command".into());
+    }
+    Ok(words)
+}
+
+/// `shlex.split(text)`: POSIX shell words, `#` as text. The error is shlex's message.
+pub(crate) fn split_words(text: &str) -> Result<Vec<String>, &'static str> {
+    let escaped = escape_hashes(text)?;
+    shell_words::split(&escaped).map_err(|_| "No closing quotation")
+}
+
+/// `os.path.expanduser`: only a leading `~` (up to the first `/`) is expanded, and only the
+/// current user's (`$HOME`).
+pub(crate) fn expand_tilde(command: &str) -> String {
+    let Some(rest) = command.strip_prefix('~') else {
+        return command.to_string();
+    };
+    let user_end = rest.find('/').unwrap_or(rest.len());
+    if user_end != 0 {
+        return command.to_string(); // `~user`, or `~` followed by other text: left as is
+    }
+    match std::env::var("HOME") {
+        Ok(home) => {
+            let joined = format!("{}{}", home.trim_end_matches('/'), &rest[user_end..]);
+            if joined.is_empty() {
+                "/".to_string()
+            } else {
+                joined
+            }
+        }
+        Err(_) => command.to_string(),
+    }
+}
+
+/// Escapes every `#` outside quotes, so the splitter treats it as text the way `shlex.split`
+/// does (shell-words would start a comment), and reports the errors `shlex` reports.
+fn escape_hashes(command: &str) -> Result<String, &'static str> {
+    #[derive(PartialEq)]
+    enum State {
+        Plain,
+        Single,
+        Double,
+    }
+    let mut state = State::Plain;
+    let mut out = String::with_capacity(command.len() + 4);
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match (&state, c) {
+            (State::Plain, '\\') => {
+                out.push(c);
+                out.push(chars.next().ok_or("No escaped character")?);
+            }
+            (State::Plain, '\'') => {
+                state = State::Single;
+                out.push(c);
+            }
+            (State::Plain, '"') => {
+                state = State::Double;
+                out.push(c);
+            }
+            (State::Plain, '#') => out.push_str("\\#"),
+            (State::Single, '\'') | (State::Double, '"') => {
+                state = State::Plain;
+                out.push(c);
+            }
+            (State::Double, '\\') => {
+                out.push(c);
+                out.push(chars.next().ok_or("No closing quotation")?);
+            }
+            _ => out.push(c),
+        }
+    }
+    if state == State::Plain {
+        Ok(out)
+    } else {
+        Err("No closing quotation")
+    }
+}
+
+/// Runs `command` with `stdin` as its input and returns what happened, after at most
+/// `timeout` (plus [`KILL_GRACE`] when the process group had to be killed).
+///
+/// See the [module documentation](self) for the rules: no shell, own process group, stdin
+/// written then closed, output capped, the whole group killed at the timeout.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let r = hermes_host::shell::spawn::run("/bin/cat", b"hello", Duration::from_secs(5));
+/// assert_eq!((r.returncode, r.stdout.as_str()), (Some(0), "hello"));
+/// ```
+pub fn run(command: &str, stdin: &[u8], timeout: Duration) -> RunResult {
+    let started = Instant::now();
+    let argv = match argv(command) {
+        Ok(argv) => argv,
+        Err(error) => return RunResult::failed(error, started),
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return RunResult::failed(spawn_error(&e, &argv[0]), started),
+    };
+    let mut running = match Running::new(child, stdin) {
+        Ok(running) => running,
+        Err((mut child, e)) => {
+            let _ = kill_group(child.id());
+            let _ = child.wait();
+            return RunResult::failed(e.to_string(), started);
+        }
+    };
+    let ended = supervise(&mut running, started + timeout, KILL_GRACE);
+    running.finish(ended, started)
+}
+
+/// The reference's texts for a failed spawn: `command not found`, `command not executable`,
+/// else Python's `str(OSError)`: `[Errno 8] Exec format error: '<argv0>'`.
+fn spawn_error(e: &io::Error, argv0: &str) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "command not found".into(),
+        io::ErrorKind::PermissionDenied => "command not executable".into(),
+        _ => match e.raw_os_error() {
+            Some(code) => {
+                let text = e.to_string();
+                let strerror = text.split(" (os error").next().unwrap_or(&text);
+                format!("[Errno {code}] {strerror}: {}", repr_str(argv0))
+            }
+            None => e.to_string(),
+        },
+    }
+}
+
+fn kill_group(pid: u32) -> io::Result<()> {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "process id out of range",
+        ));
+    };
+    // SAFETY: killpg only sends a signal; an invalid or vanished group yields ESRCH.
+    if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// The seam between the timeout policy and real processes: [`supervise`] decides when to
+/// kill, a `Supervised` does the waiting and the killing. Unit tests drive `supervise` with
+/// a mock, without processes or real waiting.
+pub(crate) trait Supervised {
+    /// Makes progress (feeds stdin, reads output, notices the exit) until the run is
+    /// complete (`Ok(true)`) or `until` has passed (`Ok(false)`).
+    fn pump(&mut self, until: Instant) -> io::Result<bool>;
+    /// Kills the whole process group.
+    fn kill_group(&mut self) -> io::Result<()>;
+}
+
+/// How a supervised run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// It finished before the deadline.
+    Completed,
+    /// The deadline passed and the group was killed; `settled` tells whether everything
+    /// closed within the grace period afterwards.
+    TimedOut { settled: bool },
+    /// Waiting failed (a `poll` error); the group was killed as for a timeout.
+    Failed(String),
+}
+
+/// The timeout policy: wait for completion until `deadline`; past it, kill the group once and
+/// wait at most `grace` more for the run to settle.
+pub(crate) fn supervise<S: Supervised>(run: &mut S, deadline: Instant, grace: Duration) -> Ended {
+    let failure = match run.pump(deadline) {
+        Ok(true) => return Ended::Completed,
+        Ok(false) => None,
+        Err(e) => Some(e.to_string()),
+    };
+    if let Err(e) = run.kill_group() {
+        tracing::debug!("killing a shell hook's process group failed: {e}");
+    }
+    let settled = run.pump(Instant::now() + grace).unwrap_or(false);
+    match failure {
+        Some(error) => Ended::Failed(error),
+        None => Ended::TimedOut { settled },
+    }
+}
+
+/// One output pipe being read into a capped buffer.
+struct Capture {
+    pipe: Option<File>,
+    kept: Vec<u8>,
+    dropped: u64,
+}
+
+impl Capture {
+    fn new(pipe: Option<OwnedFd>) -> io::Result<Capture> {
+        let pipe = pipe.map(File::from);
+        if let Some(p) = &pipe {
+            set_nonblocking(p.as_raw_fd())?;
+        }
+        Ok(Capture {
+            pipe,
+            kept: Vec::new(),
+            dropped: 0,
+        })
+    }
+
+    /// Reads what is available; closes the pipe at end of file.
+    fn read_available(&mut self, scratch: &mut [u8]) {
+        let Some(pipe) = &mut self.pipe else { return };
+        // A bounded number of reads per wake-up, so a flood cannot starve the deadline check.
+        for _ in 0..16 {
+            match pipe.read(scratch) {
+                Ok(0) => {
+                    self.pipe = None;
+                    return;
+                }
+                Ok(n) => {
+                    let keep = n.min(OUTPUT_CAP - self.kept.len());
+                    self.kept.extend_from_slice(&scratch[..keep]);
+                    self.dropped += (n - keep) as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.pipe = None;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A spawned hook process being fed and drained.
+struct Running<'a> {
+    child: Child,
+    pidfd: Option<OwnedFd>,
+    stdin: Option<File>,
+    input: &'a [u8],
+    written: usize,
+    stdout: Capture,
+    stderr: Capture,
+    status: Option<ExitStatus>,
+    scratch: Vec<u8>,
+    /// Polling interval while no pidfd tells us about the exit.
+    tick: Duration,
+}
+
+impl<'a> Running<'a> {
+    fn new(mut child: Child, input: &'a [u8]) -> Result<Running<'a>, (Child, io::Error)> {
+        let stdin = child.stdin.take().map(OwnedFd::from).map(File::from);
+        let stdout = child.stdout.take().map(OwnedFd::from);
+        let stderr = child.stderr.take().map(OwnedFd::from);
+        let setup = || -> io::Result<(Capture, Capture)> {
+            if let Some(s) = &stdin {
+                set_nonblocking(s.as_raw_fd())?;
+            }
+            Ok((Capture::new(stdout)?, Capture::new(stderr)?))
+        };
+        let (stdout, stderr) = match setup() {
+            Ok(captures) => captures,
+            Err(e) => return Err((child, e)),
+        };
+        let pidfd = pidfd_open(child.id());
+        let mut running = Running {
+            child,
+            pidfd,
+            stdin: if input.is_empty() { None } else { stdin },
+            input,
+            written: 0,
+            stdout,
+            stderr,
+            status: None,
+            scratch: vec![0; 64 * 1024],
+            tick: Duration::from_micros(500),
+        };
+        running.write_available();
+        Ok(running)
+    }
+
+    fn complete(&self) -> bool {
+        self.status.is_some() && self.stdout.pipe.is_none() && self.stderr.pipe.is_none()
+    }
+
+    /// Writes as much of the payload as the pipe takes; closes stdin when done or when the
+    /// reader has gone (a script that never reads its stdin is fine).
+    fn write_available(&mut self) {
+        let Some(stdin) = &mut self.stdin else { return };
+        loop {
+            match stdin.write(&self.input[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    if self.written >= self.input.len() {
+                        self.stdin = None;
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.stdin = None; // EPIPE: the hook exited or closed its stdin
+                    return;
+                }
+            }
+        }
+    }
+
+    fn check_exit(&mut self) {
+        if self.status.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.status = Some(status);
+                self.pidfd = None;
+            }
+        }
+    }
+
+    fn finish(mut self, ended: Ended, started: Instant) -> RunResult {
+        let mut result = RunResult::default();
+        match ended {
+            Ended::Completed => {
+                result.returncode = self
+                    .status
+                    .and_then(|s| s.code().or_else(|| s.signal().map(|signal| -signal)));
+            }
+            Ended::TimedOut { .. } => result.timed_out = true,
+            Ended::Failed(error) => result.error = Some(error),
+        }
+        result.stdout = String::from_utf8_lossy(&self.stdout.kept).into_owned();
+        result.stderr = String::from_utf8_lossy(&self.stderr.kept).into_owned();
+        result.stdout_dropped = self.stdout.dropped;
+        result.stderr_dropped = self.stderr.dropped;
+        // Close our ends of the pipes (a process outside the group may still hold the other
+        // ends) and make sure the killed leader is reaped, in the background if need be.
+        self.stdin = None;
+        self.stdout.pipe = None;
+        self.stderr.pipe = None;
+        self.check_exit();
+        if self.status.is_none() {
+            let mut child = self.child;
+            std::thread::spawn(move || child.wait());
+        }
+        result.elapsed = started.elapsed();
+        result
+    }
+}
+
+impl Supervised for Running<'_> {
+    fn pump(&mut self, until: Instant) -> io::Result<bool> {
+        loop {
+            self.check_exit();
+            if self.complete() {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(false);
+            }
+            let mut wait = until - now;
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+            let mut slots = [usize::MAX; 4]; // stdin, stdout, stderr, pidfd
+            let mut add = |slot: usize, fd: RawFd, events: libc::c_short| {
+                slots[slot] = fds.len();
+                fds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+            };
+            if let Some(f) = &self.stdin {
+                add(0, f.as_raw_fd(), libc::POLLOUT);
+            }
+            if let Some(f) = &self.stdout.pipe {
+                add(1, f.as_raw_fd(), libc::POLLIN);
+            }
+            if let Some(f) = &self.stderr.pipe {
+                add(2, f.as_raw_fd(), libc::POLLIN);
+            }
+            match (&self.pidfd, self.status) {
+                (Some(fd), None) => add(3, fd.as_raw_fd(), libc::POLLIN),
+                (None, None) => {
+                    wait = wait.min(self.tick);
+                    self.tick = (self.tick * 2).min(Duration::from_millis(20));
+                }
+                (_, Some(_)) => {}
+            }
+            let millis = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: `fds` is a valid, initialised array of `fds.len()` pollfd structs that
+            // outlives the call; every fd in it is owned by `self` and open.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            let ready = |slot: usize| slots[slot] != usize::MAX && fds[slots[slot]].revents != 0;
+            if ready(0) {
+                self.write_available();
+            }
+            if ready(1) {
+                self.stdout.read_available(&mut self.scratch);
+            }
+            if ready(2) {
+                self.stderr.read_available(&mut self.scratch);
+            }
+        }
+    }
+
+    fn kill_group(&mut self) -> io::Result<()> {
+        kill_group(self.child.id())
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd we own; F_GETFL/F_SETFL do not touch memory.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A pidfd for `pid` (readable once the process exits), or `None` where the kernel has none.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: the pidfd_open syscall takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the syscall returned a fresh fd that nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that completes on its n-th pump (or never) and counts kills.
+    struct Mock {
+        pumps: usize,
+        completes_on_pump: Option<usize>,
+        kills: usize,
+        kill_fails: bool,
+        pump_fails: bool,
+    }
+
+    impl Mock {
+        fn new(completes_on_pump: Option<usize>) -> Mock {
+            Mock {
+                pumps: 0,
+                completes_on_pump,
+                kills: 0,
+                kill_fails: false,
+                pump_fails: false,
+            }
+        }
+    }
+
+    impl Supervised for Mock {
+        fn pump(&mut self, _until: Instant) -> io::Result<bool> {
+            self.pumps += 1;
+            if self.pump_fails && self.pumps == 1 {
+                return Err(io::Error::other("poll broke"));
+            }
+            Ok(self.completes_on_pump.is_some_and(|n| self.pumps >= n))
+        }
+        fn kill_group(&mut self) -> io::Result<()> {
+            self.kills += 1;
+            if self.kill_fails {
+                Err(io::Error::other("EPERM"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
+    #[test]
+    fn a_run_that_completes_in_time_is_never_killed() {
+        let mut run = Mock::new(Some(1));
+        assert_eq!(supervise(&mut run, far(), Duration::ZERO), Ended::Completed);
+        assert_eq!((run.pumps, run.kills), (1, 0));
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_is_killed_once_and_then_settles() {
+        let mut run = Mock::new(Some(2));
+        assert_eq!(
+            supervise(&mut run, Instant::now(), Duration::ZERO),
+            Ended::TimedOut { settled: true }
+        );
+        assert_eq!((run.pumps, run.kills), (2, 1));
+    }
+
+    #[test]
+    fn a_run_that_never_settles_after_the_kill_still_returns() {
+        let mut run = Mock::new(None);
+        assert_eq!(
+            supervise(&mut run, Instant::now(), Duration::ZERO),
+            Ended::TimedOut { settled: false }
+        );
+        assert_eq!(run.kills, 1);
+    }
+
+    #[test]
+    fn a_failing_kill_does_not_stop_the_timeout_path() {
+        let mut run = Mock::new(Some(2));
+        run.kill_fails = true;
+        assert_eq!(
+            supervise(&mut run, Instant::now(), Duration::ZERO),
+            Ended::TimedOut { settled: true }
+        );
+    }
+
+    #[test]
+    fn a_wait_error_kills_the_group_and_is_reported() {
+        let mut run = Mock::new(Some(2));
+        run.pump_fails = true;
+        assert_eq!(
+            supervise(&mut run, far(), Duration::ZERO),
+            Ended::Failed("poll broke".into())
+        );
+        assert_eq!(run.kills, 1);
+    }
+
+    #[test]
+    fn words_split_like_shlex_with_hash_as_text() {
+        assert_eq!(
+            argv("a 'b c' \"d\\\"e\" f\\ g #h i#j").unwrap(),
+            ["a", "b c", "d\"e", "f g", "#h", "i#j"]
+        );
+        assert_eq!(argv("echo '#'").unwrap(), ["echo", "#"]);
+    }
+
+    #[test]
+    fn unparsable_commands_use_the_reference_messages() {
+        assert_eq!(
+            argv("echo \"abc").unwrap_err(),
+            "command 'echo \"abc' cannot be parsed: No closing quotation"
+        );
+        assert_eq!(
+            argv("echo abc\\").unwrap_err(),
+            "command 'echo abc\\\\' cannot be parsed: No escaped character"
+        );
+        assert_eq!(argv("").unwrap_err(), "empty command");
+    }
+
+    #[test]
+    fn only_a_leading_tilde_is_expanded() {
+        let Ok(home) = std::env::var("HOME") else {
+            return;
+        };
+        let home = home.trim_end_matches('/');
+        assert_eq!(
+            argv("~/hook.sh x").unwrap(),
+            [format!("{home}/hook.sh"), "x".to_string()]
+        );
+        assert_eq!(argv("bash ~/hook.sh").unwrap(), ["bash", "~/hook.sh"]);
+        assert_eq!(argv("~someone/hook.sh").unwrap(), ["~someone/hook.sh"]);
+    }
+
+    #[test]
+    fn a_missing_command_is_reported_as_not_found() {
+        let r = run("/nonexistent/hook.sh", b"{}", Duration::from_secs(5));
+        assert_eq!(r.error.as_deref(), Some("command not found"));
+        assert_eq!(r.returncode, None);
+    }
+
+    #[test]
+    fn stdin_is_written_then_closed_and_output_is_captured() {
+        let r = run(
+            "/bin/sh -c 'cat; echo err >&2; exit 3'",
+            b"payload",
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            (r.returncode, r.stdout.as_str(), r.stderr.as_str()),
+            (Some(3), "payload", "err\n")
+        );
+        assert!(!r.timed_out && r.error.is_none());
+    }
+
+    #[test]
+    fn a_large_payload_does_not_deadlock_against_a_large_output() {
+        let input = vec![b'x'; 4 << 20];
+        let r = run("/bin/cat", &input, Duration::from_secs(20));
+        assert_eq!(r.returncode, Some(0));
+        assert_eq!(r.stdout.len(), OUTPUT_CAP);
+        assert_eq!(r.stdout_dropped, (4 << 20) - OUTPUT_CAP as u64);
+    }
+
+    #[test]
+    fn a_signal_shows_as_a_negative_return_code() {
+        let r = run("/bin/sh -c 'kill -TERM $$'", b"", Duration::from_secs(5));
+        assert_eq!(r.returncode, Some(-15));
+    }
+
+    #[test]
+    fn the_timeout_kills_the_whole_group() {
+        let started = Instant::now();
+        let r = run(
+            "/bin/sh -c 'sleep 30 & sleep 30'",
+            b"",
+            Duration::from_millis(300),
+        );
+        assert!(r.timed_out);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
