@@ -1,42 +1,38 @@
 #!/usr/bin/env bash
-# The main job: build the host and the example plugins, install them into a fresh Hermes
-# home under target/, and fire hooks at them the way an agent would, printing what each
-# plugin decided. Needs only cargo; no network beyond crates.io, no API key.
+# The main job: build the host and the example plugins, lay out a demo Hermes home under
+# target/ (plugins, pre-approved and content-pinned shell hooks, gateway hooks), and run a
+# scripted agent session in which plugin hooks and shell hooks fire and decide. Needs only
+# cargo and sh; no network beyond crates.io, no API key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root="$PWD"
+demo="$root/examples/demo"
 
 cargo build --release -p hermes-host
-hermes=target/release/hermes
-export HERMES_HOME="$PWD/target/demo-home"
-rm -rf "$HERMES_HOME"
+hermes="$root/target/release/hermes"
+export HERMES_HOME="$root/target/demo-home"
+work="$root/target/demo-work"
+rm -rf "$HERMES_HOME" "$work"
+mkdir -p "$HERMES_HOME" "$work"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Install the example plugins (release builds, copied into $HERMES_HOME/plugins)"
+step "Lay out the demo home in $HERMES_HOME"
+sed "s|@DEMO@|$demo|g" "$demo/home/config.yaml.in" > "$HERMES_HOME/config.yaml"
 for plugin in plugins/*/; do
     "$hermes" plugins install "$plugin"
 done
-
-step "What loaded"
+# Headless approval of the shell hooks, pinned to the scripts' current content.
+"$hermes" hooks allow "$demo/shell-hooks/no-force-push.sh"
+"$hermes" hooks allow "$demo/shell-hooks/today.sh"
 "$hermes" plugins list
+"$hermes" hooks list
 
-step "pre_tool_call: the guardrail blocks a dangerous command"
-"$hermes" plugins fire pre_tool_call --payload \
-    '{"tool_name": "terminal", "args": {"command": "sudo rm -rf /"}, "session_id": "demo", "tool_call_id": "call-1"}'
-
-step "pre_tool_call: a harmless command is allowed (and audited)"
-"$hermes" plugins fire pre_tool_call --payload \
-    '{"tool_name": "terminal", "args": {"command": "ls -la"}, "session_id": "demo", "tool_call_id": "call-2"}'
-
-step "post_llm_call then pre_llm_call: memory stores a fact and recalls it"
-"$hermes" plugins fire post_llm_call --payload \
-    '{"session_id": "demo", "user_message": "remember: the deploy key lives in vault, never in git", "assistant_response": "Noted."}'
-"$hermes" plugins fire pre_llm_call --payload \
-    '{"session_id": "demo", "user_message": "Where does the deploy key live?", "is_first_turn": false}'
-
-step "transform_tool_result: the secret redactor hides a leaked key"
-"$hermes" plugins fire transform_tool_result --payload \
-    '{"tool_name": "read_file", "result": "AWS_ACCESS_KEY_ID=AKIAABCDEFGHIJKLMNOP\npassword=hunter2", "session_id": "demo"}'
+step "Run the scripted session (trace on stderr, conversation on stdout)"
+"$hermes" run "$demo/session.yaml" --cwd "$work" --approvals deny
 
 step "The audit log the audit-log plugin wrote"
-cat "$HERMES_HOME"/plugins/audit-log/*.jsonl
+cat "$HERMES_HOME"/plugins/audit-log/audit.jsonl
+
+step "The session summary the metrics plugin wrote"
+cat "$HERMES_HOME"/plugins/metrics/metrics.jsonl
