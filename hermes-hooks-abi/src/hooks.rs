@@ -218,6 +218,9 @@ macro_rules! define_hooks {
             $( $fname:ident : $fkind:ident $(since $fsince:literal)? = $fdoc:literal ),* $(,)?
         }
     )*) => {
+        /// Every hook name, in [`HOOKS`] order.
+        const HOOK_NAMES: &[&str] = &[$(stringify!($hook)),*];
+
         /// Every plugin hook of this interface version, in the reference's order.
         pub const HOOKS: &[HookSpec] = &[$(
             HookSpec {
@@ -311,6 +314,15 @@ macro_rules! define_hooks {
             }
 
             impl<'a> payload::$Event<'a> {
+                /// The position of this hook in [`HOOKS`](crate::hooks::HOOKS), for hosts that
+                /// keep per-hook tables.
+                ///
+                /// ```
+                #[doc = concat!("let i = hermes_hooks_abi::hooks::payload::", stringify!($Event), "::INDEX;")]
+                #[doc = concat!("assert_eq!(hermes_hooks_abi::hooks::HOOKS[i].name, \"", stringify!($hook), "\");")]
+                /// ```
+                pub const INDEX: usize = position(HOOK_NAMES, stringify!($hook));
+
                 /// The hook this payload is for.
                 ///
                 /// ```
@@ -353,6 +365,9 @@ macro_rules! define_hooks {
                     let name = self.take_name::<F>();
                     self.register_raw(stringify!($hook), &name, move |view| {
                         let out = callback(&$Event::new(view));
+                        if crate::sdk::IntoReply::is_no_opinion(&out) {
+                            return Ok(None);
+                        }
                         Ok(crate::sdk::IntoReply::into_reply(out, OutcomeKind::$outcome))
                     })
                 }

@@ -22,7 +22,6 @@
 //! `Hook '<event>' callback <plugin>::<callback> raised: <message>` and the next one runs.
 //! An answer that does not fit the hook is logged and ignored.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,6 +128,26 @@ pub trait TraceSink: Send + Sync {
     fn record(&self, record: FiringRecord);
 }
 
+/// Collecting records in a vector is a sink too (handy for reports and tests).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use hermes_host::registry::{Registry, FiringRecord};
+/// let records = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
+/// let mut registry = Registry::new();
+/// registry.set_trace(records.clone());
+/// registry.add_in_process("on_session_start", "a", Arc::new(|_e| Ok(None)));
+/// registry.fire("on_session_start", &[]);
+/// assert_eq!(records.lock().unwrap()[0].callback, "host::a");
+/// ```
+impl TraceSink for std::sync::Mutex<Vec<FiringRecord>> {
+    fn record(&self, record: FiringRecord) {
+        if let Ok(mut records) = self.lock() {
+            records.push(record);
+        }
+    }
+}
+
 /// The ordered callbacks of every hook.
 ///
 /// ```
@@ -144,40 +163,15 @@ pub trait TraceSink: Send + Sync {
 /// ```
 #[derive(Default)]
 pub struct Registry {
-    hooks: HashMap<String, HookEntries, BuildFnv>,
+    /// One slot per hook of this interface version, in `HOOKS` order, so a typed dispatch
+    /// finds its callbacks by a constant index rather than by hashing a name.
+    known: Vec<HookEntries>,
+    /// Hooks this interface version does not know (kept, as the reference keeps them).
+    unknown: Vec<(String, HookEntries)>,
     trace: Option<Arc<dyn TraceSink>>,
 }
 
-/// Hook names are short and come from plugins and config, not from the network, so a
-/// DoS-resistant hash buys nothing here, and SipHash would be most of an empty dispatch.
-#[derive(Clone, Copy, Default)]
-struct BuildFnv;
-
-struct Fnv(u64);
-
-impl std::hash::BuildHasher for BuildFnv {
-    type Hasher = Fnv;
-    fn build_hasher(&self) -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Length, first and last eight bytes: enough to tell hook names apart (a collision
-        // only costs a string comparison), in a handful of instructions.
-        let word = |b: &[u8]| b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
-        let head = word(&bytes[..bytes.len().min(8)]);
-        let tail = word(&bytes[bytes.len().saturating_sub(8)..]);
-        let mixed = (head ^ tail.rotate_left(29) ^ bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = (self.0 ^ mixed).rotate_left(23).wrapping_mul(0x0100_0000_01b3);
-    }
-}
-
-/// One hook's callbacks and its combining rule, looked up together in one hash probe.
+/// One hook's callbacks and its combining rule.
 struct HookEntries {
     kind: OutcomeKind,
     entries: Vec<Entry>,
@@ -192,8 +186,27 @@ impl Registry {
     /// Appends an entry to `hook`'s list. Unknown hook names are kept (never fired unless
     /// someone fires that name), as the reference does.
     pub fn add(&mut self, hook: &str, entry: Entry) {
-        let kind = hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome);
-        self.hooks.entry(hook.to_string()).or_insert_with(|| HookEntries { kind, entries: Vec::new() }).entries.push(entry);
+        if self.known.is_empty() {
+            self.known = hooks::HOOKS.iter().map(|h| HookEntries { kind: h.outcome, entries: Vec::new() }).collect();
+        }
+        match hooks::HOOKS.iter().position(|h| h.name == hook) {
+            Some(i) => self.known[i].entries.push(entry),
+            None => match self.unknown.iter_mut().find(|(name, _)| name == hook) {
+                Some((_, slot)) => slot.entries.push(entry),
+                None => self.unknown.push((
+                    hook.to_string(),
+                    HookEntries { kind: OutcomeKind::Observer, entries: vec![entry] },
+                )),
+            },
+        }
+    }
+
+    /// The slot of `hook`, if anything was registered for it.
+    fn slot(&self, hook: &str) -> Option<&HookEntries> {
+        match hooks::HOOKS.iter().position(|h| h.name == hook) {
+            Some(i) => self.known.get(i),
+            None => self.unknown.iter().find(|(name, _)| name == hook).map(|(_, slot)| slot),
+        }
     }
 
     /// Appends a native plugin callback.
@@ -219,12 +232,13 @@ impl Registry {
 
     /// The entries of `hook`, in registry order.
     pub fn entries(&self, hook: &str) -> &[Entry] {
-        self.hooks.get(hook).map_or(&[], |h| h.entries.as_slice())
+        self.slot(hook).map_or(&[], |h| h.entries.as_slice())
     }
 
     /// Every hook name with at least one callback, sorted.
     pub fn hook_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.hooks.keys().map(String::as_str).collect();
+        let known = hooks::HOOKS.iter().zip(&self.known).filter(|(_, slot)| !slot.entries.is_empty()).map(|(h, _)| h.name);
+        let mut names: Vec<&str> = known.chain(self.unknown.iter().map(|(name, _)| name.as_str())).collect();
         names.sort_unstable();
         names
     }
@@ -246,10 +260,27 @@ impl Registry {
     /// The view a callback sees is invariant in its lifetime, so the hook name, the fields
     /// and the capabilities share one lifetime: build `host` right before the call.
     pub fn fire_with<'a>(&self, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
-        let Some(HookEntries { kind, entries }) = self.hooks.get(hook) else {
-            return Outcome::empty(hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome));
-        };
+        match self.slot(hook) {
+            Some(slot) => self.fire_slot(slot, hook, fields, host),
+            None => Outcome::empty(hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome)),
+        }
+    }
+
+    /// Fires the hook at position `index` of `HOOKS` (the typed methods know it statically).
+    fn fire_known<'a>(&self, index: usize, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+        let hook = hooks::HOOKS.get(index).map_or("", |h| h.name);
+        match self.known.get(index) {
+            Some(slot) => self.fire_slot(slot, hook, fields, host),
+            None => Outcome::empty(hooks::HOOKS.get(index).map_or(OutcomeKind::Observer, |h| h.outcome)),
+        }
+    }
+
+    fn fire_slot<'a>(&self, slot: &HookEntries, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+        let HookEntries { kind, entries } = slot;
         let kind = *kind;
+        if entries.is_empty() {
+            return Outcome::empty(kind);
+        }
         let view = EventView::new(hook, fields, host);
         let mut combiner = Combiner::new(kind);
         self.each_answer(&view, entries, |entry, answer| combiner.take(hook, entry, answer));
@@ -269,7 +300,7 @@ impl Registry {
     /// assert_eq!(verdict.blocked.unwrap().message, "no");
     /// ```
     pub fn pre_tool_call(&self, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
-        match self.fire(payload::PreToolCallEvent::HOOK, &event.fields()) {
+        match self.fire_known(payload::PreToolCallEvent::INDEX, &event.fields(), no_host_calls()) {
             Outcome::Tool(verdict) => verdict,
             _ => ToolVerdict::default(),
         }
@@ -277,22 +308,22 @@ impl Registry {
 
     /// `pre_llm_call`: the context to append to the user message, if any.
     pub fn pre_llm_call(&self, event: &payload::PreLlmCallEvent<'_>) -> Option<String> {
-        self.fire(payload::PreLlmCallEvent::HOOK, &event.fields()).into_text()
+        self.fire_known(payload::PreLlmCallEvent::INDEX, &event.fields(), no_host_calls()).into_text()
     }
 
     /// `transform_tool_result`: the replacement result, if any.
     pub fn transform_tool_result(&self, event: &payload::TransformToolResultEvent<'_>) -> Option<String> {
-        self.fire(payload::TransformToolResultEvent::HOOK, &event.fields()).into_text()
+        self.fire_known(payload::TransformToolResultEvent::INDEX, &event.fields(), no_host_calls()).into_text()
     }
 
     /// `transform_terminal_output`: the replacement output, if any.
     pub fn transform_terminal_output(&self, event: &payload::TransformTerminalOutputEvent<'_>) -> Option<String> {
-        self.fire(payload::TransformTerminalOutputEvent::HOOK, &event.fields()).into_text()
+        self.fire_known(payload::TransformTerminalOutputEvent::INDEX, &event.fields(), no_host_calls()).into_text()
     }
 
     /// `transform_llm_output`: the replacement response, if any.
     pub fn transform_llm_output(&self, event: &payload::TransformLlmOutputEvent<'_>) -> Option<String> {
-        self.fire(payload::TransformLlmOutputEvent::HOOK, &event.fields()).into_text()
+        self.fire_known(payload::TransformLlmOutputEvent::INDEX, &event.fields(), no_host_calls()).into_text()
     }
 
     /// `pre_gateway_dispatch`: what to do with an incoming message.
@@ -301,7 +332,7 @@ impl Registry {
     pub fn pre_gateway_dispatch<H: HostCalls>(&self, event: &payload::GatewayDispatchEvent<'_>, host: &H) -> DispatchVerdict {
         let fields = event.fields();
         let host = HostCalls_TO::from_const(host, abi_stable::sabi_trait::TD_Opaque);
-        match self.fire_with(payload::GatewayDispatchEvent::HOOK, &fields, host) {
+        match self.fire_known(payload::GatewayDispatchEvent::INDEX, &fields, host) {
             Outcome::Dispatch(verdict) => verdict,
             _ => DispatchVerdict::Dispatch,
         }
@@ -557,19 +588,32 @@ pub enum DispatchVerdict {
     },
 }
 
-/// Folds answers into an [`Outcome`] by the hook's rule. One `match` per rule, no catch-all
-/// arm: a new [`OutcomeKind`] does not compile until its rule is written here.
-struct Combiner {
-    kind: OutcomeKind,
-    tool: ToolVerdict,
-    contexts: Vec<String>,
-    text: Option<String>,
-    dispatch: Option<DispatchVerdict>,
+/// Folds answers into an [`Outcome`] by the hook's rule. One variant per rule, matched
+/// without a catch-all arm: a new [`OutcomeKind`] does not compile until its rule is here.
+/// Kept small, because it is built and returned on every dispatch.
+enum Combiner {
+    /// Return values are ignored.
+    Observer,
+    /// First block (with a message) wins; modifies merge in registry order.
+    Tool(ToolVerdict),
+    /// Every non-blank context, joined with a blank line at the end.
+    Context(Vec<String>),
+    /// First text wins; with `non_empty`, the first non-empty text.
+    Replace { text: Option<String>, non_empty: bool },
+    /// First skip, rewrite or allow wins.
+    Dispatch(Option<DispatchVerdict>),
 }
 
 impl Combiner {
     fn new(kind: OutcomeKind) -> Combiner {
-        Combiner { kind, tool: ToolVerdict::default(), contexts: Vec::new(), text: None, dispatch: None }
+        match kind {
+            OutcomeKind::Observer => Combiner::Observer,
+            OutcomeKind::ToolDecision => Combiner::Tool(ToolVerdict::default()),
+            OutcomeKind::Context => Combiner::Context(Vec::new()),
+            OutcomeKind::Replace => Combiner::Replace { text: None, non_empty: false },
+            OutcomeKind::ReplaceNonEmpty => Combiner::Replace { text: None, non_empty: true },
+            OutcomeKind::Dispatch => Combiner::Dispatch(None),
+        }
     }
 
     fn take(&mut self, hook: &str, entry: &Entry, answer: HookResult) {
@@ -585,57 +629,42 @@ impl Combiner {
         let unusable = |why: &str| {
             tracing::warn!("Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it", entry.label);
         };
-        match self.kind {
-            // Observers' return values are ignored, as in the reference.
-            OutcomeKind::Observer => {}
-            // First block with a non-empty message wins; modifies merge in registry order.
-            OutcomeKind::ToolDecision => match act {
+        match self {
+            Combiner::Observer => {}
+            Combiner::Tool(tool) => match act {
                 action::BLOCK if reply.text.trim().is_empty() => unusable("a block without a message"),
                 action::BLOCK => {
-                    if self.tool.blocked.is_none() {
-                        self.tool.blocked = Some(Blocked { message: reply.text.into_string(), by: entry.label.clone() });
+                    if tool.blocked.is_none() {
+                        tool.blocked = Some(Blocked { message: reply.text.into_string(), by: entry.label.clone() });
                     }
                 }
                 action::MODIFY => match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
                     Ok(serde_json::Value::Object(changes)) => {
-                        let merged = self.tool.modified_args.get_or_insert_with(Default::default);
-                        merged.extend(changes);
+                        tool.modified_args.get_or_insert_with(Default::default).extend(changes);
                     }
                     _ => unusable("a modify whose args are not a JSON object"),
                 },
                 other => unusable(&format!("action '{other}' does not apply to pre_tool_call")),
             },
-            // Every non-blank context, joined later with a blank line.
-            OutcomeKind::Context => match act {
+            Combiner::Context(contexts) => match act {
                 action::CONTEXT if reply.text.trim().is_empty() => {}
-                action::CONTEXT => self.contexts.push(reply.text.into_string()),
+                action::CONTEXT => contexts.push(reply.text.into_string()),
                 other => unusable(&format!("action '{other}' does not apply to pre_llm_call")),
             },
-            // First text wins, even an empty one.
-            OutcomeKind::Replace => match act {
+            Combiner::Replace { text, non_empty } => match act {
                 action::REPLACE => {
-                    if self.text.is_none() {
-                        self.text = Some(reply.text.into_string());
+                    if text.is_none() && !(*non_empty && reply.text.is_empty()) {
+                        *text = Some(reply.text.into_string());
                     }
                 }
                 other => unusable(&format!("action '{other}' does not apply to a transform hook")),
             },
-            // First non-empty text wins.
-            OutcomeKind::ReplaceNonEmpty => match act {
-                action::REPLACE => {
-                    if self.text.is_none() && !reply.text.is_empty() {
-                        self.text = Some(reply.text.into_string());
-                    }
-                }
-                other => unusable(&format!("action '{other}' does not apply to a transform hook")),
-            },
-            // First skip, rewrite or allow wins; later answers are not looked at.
-            OutcomeKind::Dispatch => {
-                if self.dispatch.is_some() {
+            Combiner::Dispatch(decided) => {
+                if decided.is_some() {
                     return;
                 }
                 let by = entry.label.clone();
-                self.dispatch = match act {
+                *decided = match act {
                     action::SKIP => Some(DispatchVerdict::Skip { reason: reply.text.into_string(), by }),
                     action::REWRITE => Some(DispatchVerdict::Rewrite { text: reply.text.into_string(), by }),
                     action::ALLOW => Some(DispatchVerdict::Allow { by }),
@@ -649,14 +678,14 @@ impl Combiner {
     }
 
     fn finish(self) -> Outcome {
-        match self.kind {
-            OutcomeKind::Observer => Outcome::Observed,
-            OutcomeKind::ToolDecision => Outcome::Tool(self.tool),
-            OutcomeKind::Context => {
-                Outcome::Context(if self.contexts.is_empty() { None } else { Some(self.contexts.join("\n\n")) })
+        match self {
+            Combiner::Observer => Outcome::Observed,
+            Combiner::Tool(verdict) => Outcome::Tool(verdict),
+            Combiner::Context(contexts) => {
+                Outcome::Context(if contexts.is_empty() { None } else { Some(contexts.join("\n\n")) })
             }
-            OutcomeKind::Replace | OutcomeKind::ReplaceNonEmpty => Outcome::Replace(self.text),
-            OutcomeKind::Dispatch => Outcome::Dispatch(self.dispatch.unwrap_or_default()),
+            Combiner::Replace { text, .. } => Outcome::Replace(text),
+            Combiner::Dispatch(decided) => Outcome::Dispatch(decided.unwrap_or_default()),
         }
     }
 }

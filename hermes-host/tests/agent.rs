@@ -1,6 +1,9 @@
 //! `hermes run`: scripted sessions run by the real binary, with real tools and real shell
 //! hooks, whose hook firings are checked against the documented order.
 
+// In tests a panic is the failure report, so unwrapping is the assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -220,7 +223,7 @@ fn sigint_mid_turn_ends_the_session_as_interrupted() {
         "turns:\n  - user: wait\n    steps:\n      - tool: terminal\n        args: {command: sleep 30}\n      - final: never\n  - user: never asked\n    steps:\n      - final: no\n",
     );
     let trace = env.work().join("trace.jsonl");
-    let mut child = env.command(&script, &trace, &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = env.command(&script, &trace, &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
     // Wait until the command is running, then interrupt.
     while !read_trace(&trace).iter().any(|r| r["hook"] == "pre_tool_call" && r["kind"] == "fire") {

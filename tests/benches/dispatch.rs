@@ -6,6 +6,9 @@
 //!
 //! Run: `cargo bench -p hermes-tests --bench dispatch`
 
+// In tests a panic is the failure report, so unwrapping is the assertion.
+#![allow(clippy::unwrap_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -28,14 +31,10 @@ fn event() -> PreToolCallEvent<'static> {
     }
 }
 
-fn native_registry(home: &TestHome, callbacks: usize) -> Registry {
+fn native_registry(home: &TestHome, callbacks: usize, read_field: bool) -> Registry {
     if callbacks > 0 {
-        home.install_release(
-            "noop",
-            "noop",
-            None,
-            Some(&format!("{{count: {callbacks}}}")),
-        );
+        let config = format!("{{count: {callbacks}, read_field: {read_field}}}");
+        home.install_release("noop", "noop", None, Some(&config));
         home.config("plugins:\n  enabled: [noop]\n");
     }
     let (registry, report) = home.load();
@@ -62,22 +61,29 @@ fn dispatch(c: &mut Criterion) {
     let ev = event();
     for n in [0usize, 1, 10] {
         let home = TestHome::new();
-        let registry = native_registry(&home, n);
+        let registry = native_registry(&home, n, false);
         group.bench_with_input(BenchmarkId::new("native_plugin", n), &n, |b, _| {
             b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
         });
-        let plain: Vec<PlainHook> = (0..n)
-            .map(|_| -> PlainHook {
-                Box::new(|e| {
-                    black_box(e.tool_name);
-                    ToolDecision::Continue
-                })
-            })
-            .collect();
+        let plain: Vec<PlainHook> = (0..n).map(|_| -> PlainHook { Box::new(|_e| ToolDecision::Continue) }).collect();
         group.bench_with_input(BenchmarkId::new("plain_rust_loop", n), &n, |b, _| {
             b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev))))
         });
     }
+    // The same ten callbacks, each reading one field: by name through the view for the
+    // plugin, a struct field for the plain closure.
+    let home = TestHome::new();
+    let registry = native_registry(&home, 10, true);
+    group.bench_function("native_plugin_reading_a_field/10", |b| b.iter(|| black_box(registry.pre_tool_call(black_box(&ev)))));
+    let plain: Vec<PlainHook> = (0..10)
+        .map(|_| -> PlainHook {
+            Box::new(|e| {
+                black_box(e.tool_name);
+                ToolDecision::Continue
+            })
+        })
+        .collect();
+    group.bench_function("plain_rust_loop_reading_a_field/10", |b| b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev)))));
     group.finish();
 }
 

@@ -1,6 +1,9 @@
 //! The single integration-test binary. Each module is one area; all of them build real
 //! plugin libraries from source (once per run) and load them into a real host.
 
+// In tests a panic is the failure report, so unwrapping is the assertion.
+#![allow(clippy::unwrap_used)]
+
 // Plugin discovery, loading, registry order and the aggregation rules with real plugins.
 mod plugins;
 // The example plugins doing their jobs.

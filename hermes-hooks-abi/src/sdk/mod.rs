@@ -337,12 +337,29 @@ pub enum DispatchDecision {
 pub trait IntoReply {
     /// The reply, or `None` for "no opinion".
     fn into_reply(self, kind: OutcomeKind) -> Option<Reply>;
+
+    /// Whether this outcome is "no opinion", checked before building a reply so that the
+    /// common case moves nothing across the boundary.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::sdk::{IntoReply, ToolDecision};
+    /// assert!(ToolDecision::Continue.is_no_opinion());
+    /// assert!(!ToolDecision::block("no").is_no_opinion());
+    /// ```
+    fn is_no_opinion(&self) -> bool {
+        false
+    }
 }
 
 impl IntoReply for () {
     #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         None
+    }
+
+    #[inline]
+    fn is_no_opinion(&self) -> bool {
+        true
     }
 }
 
@@ -355,9 +372,19 @@ impl IntoReply for Option<String> {
         };
         self.map(|text| Reply::new(act, text))
     }
+
+    #[inline]
+    fn is_no_opinion(&self) -> bool {
+        self.is_none()
+    }
 }
 
 impl IntoReply for ToolDecision {
+    #[inline]
+    fn is_no_opinion(&self) -> bool {
+        matches!(self, ToolDecision::Continue)
+    }
+
     #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         match self {
@@ -373,6 +400,11 @@ impl IntoReply for ToolDecision {
 }
 
 impl IntoReply for DispatchDecision {
+    #[inline]
+    fn is_no_opinion(&self) -> bool {
+        matches!(self, DispatchDecision::Continue)
+    }
+
     #[inline]
     fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
         match self {

@@ -156,23 +156,23 @@ fn one_line(text: &str) -> String {
 ///
 /// ```
 /// use hermes_host::registry::Outcome;
-/// assert_eq!(hermes_host::agent::trace::describe(&Outcome::Observed), "observed");
+/// assert_eq!(hermes_host::agent::trace::describe(&Outcome::Observed), "observed (answers are ignored for this hook)");
 /// ```
 pub fn describe(outcome: &Outcome) -> String {
     match outcome {
-        Outcome::Observed => "observed".into(),
+        Outcome::Observed => "observed (answers are ignored for this hook)".into(),
         Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
             (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
-            (None, Some(args)) => format!("allowed, args modified: {}", serde_json::Value::Object(args.clone())),
+            (None, Some(args)) => format!("allowed, arguments modified: {}", serde_json::Value::Object(args.clone())),
             (None, None) => "allowed".into(),
         },
         Outcome::Context(Some(text)) => format!("context: {text}"),
         Outcome::Context(None) => "no context".into(),
-        Outcome::Replace(Some(text)) => format!("replaced: {text}"),
+        Outcome::Replace(Some(text)) => format!("replaced with: {text}"),
         Outcome::Replace(None) => "unchanged".into(),
         Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
-        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => format!("skip by {by}: {reason}"),
-        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => format!("rewrite by {by}: {text}"),
-        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allow by {by}"),
+        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => format!("skipped by {by}: {reason}"),
+        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => format!("rewritten by {by}: {text}"),
+        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
     }
 }

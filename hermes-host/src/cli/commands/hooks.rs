@@ -5,22 +5,23 @@
 //! of `~/.hermes/config.yaml`, `allow` exits 1 when it cannot approve, and every subcommand
 //! takes `--json`.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
-use hermes_host::plugins::load_all;
-use hermes_host::registry::{DispatchVerdict, FiringRecord, Outcome, Registry, TraceSink};
-use hermes_host::shell::consent::{Allowlist, Approval, TextPrompt};
+use hermes_host::registry::FiringRecord;
+use hermes_host::shell::consent::{Allowlist, Approval};
 use hermes_host::shell::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
 use hermes_host::shell::spawn::RunResult;
-use hermes_host::shell::{self, Consent, Evaluation, ShellHookSpec, config, script};
+use hermes_host::shell::{self, Evaluation, ShellHookSpec, config, script};
 use serde_json::{Map, Value, json};
 
+use hermes_host::agent::trace::describe;
+
 use crate::cli::ExitStatus;
+use crate::cli::load::load_hooks;
 use crate::cli::args::HooksCommand;
 use crate::cli::settings::Settings;
 
@@ -696,18 +697,6 @@ fn allow(
     Ok(ExitStatus::Success)
 }
 
-/// Collects firing records for `fire`'s report.
-#[derive(Default)]
-struct Collect(Mutex<Vec<FiringRecord>>);
-
-impl TraceSink for Collect {
-    fn record(&self, record: FiringRecord) {
-        if let Ok(mut records) = self.0.lock() {
-            records.push(record);
-        }
-    }
-}
-
 fn fire(
     settings: &Settings,
     event: &str,
@@ -723,27 +712,12 @@ fn fire(
         unknown_event(event);
         return Ok(ExitStatus::Failure);
     }
-    let config = load_config(settings);
-    let mut registry = Registry::new();
-    let sink = Arc::new(Collect::default());
-    registry.set_trace(sink.clone());
-    let mut report = shell::ShellReport::default();
-    if !settings.discover.safe_mode {
-        load_all(&settings.home, &config, &settings.discover, &mut registry);
-        let stdin = std::io::stdin();
-        let mut prompt = TextPrompt::new(stdin.lock(), std::io::stdout());
-        let consent = if settings.accept_hooks {
-            Consent::Accept
-        } else if stdin.is_terminal() {
-            Consent::Ask(&mut prompt)
-        } else {
-            Consent::Refuse
-        };
-        report = shell::register_from_config(&settings.home, &config, consent, &mut registry);
-    }
+    let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
+    let loaded = load_hooks(settings, Some(sink.clone()));
+    let (registry, report) = (loaded.registry, loaded.shell);
     let owned = OwnedPayload::from_json(event, &payload);
     let outcome = registry.fire(event, &owned.fields());
-    let records = sink.0.lock().map(|r| r.clone()).unwrap_or_default();
+    let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
     let summary = describe(&outcome);
     if as_json {
         let calls: Vec<_> = records
@@ -777,32 +751,6 @@ fn fire(
     }
     println!("Outcome: {summary}");
     Ok(ExitStatus::Success)
-}
-
-fn describe(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Observed => "observed (answers are ignored for this hook)".into(),
-        Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
-            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
-            (None, Some(args)) => format!(
-                "allowed, arguments modified: {}",
-                Value::Object(args.clone())
-            ),
-            (None, None) => "allowed".into(),
-        },
-        Outcome::Context(Some(text)) => format!("context: {text}"),
-        Outcome::Context(None) => "no context".into(),
-        Outcome::Replace(Some(text)) => format!("replaced with: {text}"),
-        Outcome::Replace(None) => "unchanged".into(),
-        Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
-        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => {
-            format!("skipped by {by}: {reason}")
-        }
-        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => {
-            format!("rewritten by {by}: {text}")
-        }
-        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
-    }
 }
 
 #[cfg(test)]

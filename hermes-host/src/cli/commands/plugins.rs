@@ -8,8 +8,10 @@ use anyhow::{Context, bail};
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::plugins::{HOST_ABI_VERSION, LoadReport, Manifest, PluginReport, load_all};
-use hermes_host::registry::{DispatchVerdict, FiringRecord, Outcome, Registry, TraceSink};
+use hermes_host::registry::{FiringRecord, Registry};
 use serde_json::json;
+
+use hermes_host::agent::trace::describe;
 
 use crate::cli::ExitStatus;
 use crate::cli::args::PluginsCommand;
@@ -237,18 +239,6 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// Collects firing records for `fire`'s report.
-#[derive(Default)]
-struct Collect(Mutex<Vec<FiringRecord>>);
-
-impl TraceSink for Collect {
-    fn record(&self, record: FiringRecord) {
-        if let Ok(mut records) = self.0.lock() {
-            records.push(record);
-        }
-    }
-}
-
 fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
     let payload: serde_json::Value =
         serde_json::from_str(payload_text).context("the payload is not valid JSON; give a JSON object")?;
@@ -262,12 +252,12 @@ fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> a
         );
     }
     let mut registry = Registry::new();
-    let sink = Arc::new(Collect::default());
+    let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
     registry.set_trace(sink.clone());
     load(settings, &mut registry);
     let owned = OwnedPayload::from_json(hook, &payload);
     let outcome = registry.fire(hook, &owned.fields());
-    let records = sink.0.lock().map(|r| r.clone()).unwrap_or_default();
+    let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
     let summary = describe(&outcome);
     if as_json {
         let calls: Vec<_> = records
@@ -291,23 +281,4 @@ fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> a
     }
     println!("Outcome: {summary}");
     Ok(ExitStatus::Success)
-}
-
-fn describe(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Observed => "observed (answers are ignored for this hook)".into(),
-        Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
-            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
-            (None, Some(args)) => format!("allowed, arguments modified: {}", serde_json::Value::Object(args.clone())),
-            (None, None) => "allowed".into(),
-        },
-        Outcome::Context(Some(text)) => format!("context: {text}"),
-        Outcome::Context(None) => "no context".into(),
-        Outcome::Replace(Some(text)) => format!("replaced with: {text}"),
-        Outcome::Replace(None) => "unchanged".into(),
-        Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
-        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => format!("skipped by {by}: {reason}"),
-        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => format!("rewritten by {by}: {text}"),
-        Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
-    }
 }

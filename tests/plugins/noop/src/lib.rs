@@ -3,15 +3,24 @@
 
 use hermes_hooks_abi::prelude::*;
 
-/// Registers the callbacks.
+/// Registers the callbacks; with `config.read_field: true` each one reads `tool_name`.
 pub fn register(ctx: &mut PluginContext) {
     let count = ctx.config()["count"].as_u64().unwrap_or(1);
+    let read_field = ctx.config()["read_field"] == true;
     for _ in 0..count {
-        ctx.pre_tool_call(noop);
+        if read_field {
+            ctx.pre_tool_call(read_tool_name);
+        } else {
+            ctx.pre_tool_call(noop);
+        }
     }
 }
 
-fn noop(e: &PreToolCallEvent<'_, '_>) -> ToolDecision {
+fn noop(_e: &PreToolCallEvent<'_, '_>) -> ToolDecision {
+    ToolDecision::Continue
+}
+
+fn read_tool_name(e: &PreToolCallEvent<'_, '_>) -> ToolDecision {
     std::hint::black_box(e.tool_name());
     ToolDecision::Continue
 }
