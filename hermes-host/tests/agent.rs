@@ -290,3 +290,39 @@ fn a_malformed_script_is_one_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with(&format!("hermes: {}: ", script.display())), "{stderr}");
 }
+
+#[test]
+fn a_modify_answer_changes_the_arguments_the_tool_runs_with() {
+    let env = Env::new();
+    let hook = env.recorder_hook(Some(r#"{"action": "modify", "args": {"content": "rewritten by a hook"}}"#));
+    env.config(&format!("hooks:\n  pre_tool_call:\n    - command: {hook}\n      matcher: write_file\n  post_tool_call:\n    - command: {hook}\n      matcher: write_file\n"));
+    let script = env.write("s.yaml", "turns:\n  - user: x\n    steps:\n      - tool: write_file\n        args: {path: a.txt, content: original}\n      - final: ok\n");
+    let (out, _) = env.run(&script, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(std::fs::read_to_string(env.work().join("a.txt")).unwrap(), "rewritten by a hook");
+    let post = env.recorded().into_iter().find(|p| p["hook_event_name"] == "post_tool_call").unwrap();
+    assert_eq!(post["tool_input"], serde_json::json!({"path": "a.txt", "content": "rewritten by a hook"}));
+}
+
+#[test]
+fn the_text_trace_names_system_hook_decision_and_time() {
+    let env = Env::new();
+    let hook = env.recorder_hook(Some(r#"{"context": "ctx"}"#));
+    env.config(&format!("hooks:\n  pre_llm_call:\n    - command: {hook}\n"));
+    let script = env.write("s.yaml", "turns:\n  - user: x\n    steps:\n      - final: ok\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(env.home())
+        .args(["--accept-hooks", "run"])
+        .arg(&script)
+        .arg("--cwd")
+        .arg(env.work())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.contains("shell_hook[pre_llm_call:")).unwrap_or_default();
+    assert!(line.starts_with("[trace]   shell   shell_hook[pre_llm_call:") && line.contains(": context: ctx  ("), "{stderr}");
+    assert!(line.ends_with(" ms)"), "{line}");
+    assert!(stderr.contains("[trace] pre_llm_call -> context: ctx  ("), "{stderr}");
+}
