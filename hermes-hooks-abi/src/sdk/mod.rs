@@ -11,6 +11,7 @@
 //!   `register` and in every callback, and bridges `tracing` to the host's log.
 //! - [`testing::LocalHost`] runs a `register` function in process, for unit tests.
 
+pub mod data;
 mod log;
 pub mod testing;
 
@@ -108,6 +109,21 @@ impl<'r> PluginContext<'r> {
         let answer = self.registrar.host_call(RStr::from("plugin.dir"), RStr::from("{}")).into_result().ok()?;
         let dir: serde_json::Value = serde_json::from_str(answer.as_str()).ok()?;
         dir.as_str().map(std::path::PathBuf::from)
+    }
+
+    /// The file a plugin keeps its data in: the config key `path` if set (relative to the
+    /// plugin's directory), else `file_name` in the plugin's directory, else in
+    /// `$HERMES_HOME`, else in the working directory. See [`data::location::resolve`].
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir();
+    /// let host = hermes_hooks_abi::sdk::testing::LocalHost::builder("x").plugin_dir(&dir).register(|ctx| {
+    ///     assert_eq!(ctx.data_file("x.jsonl"), dir.join("x.jsonl"));
+    /// });
+    /// ```
+    pub fn data_file(&self, file_name: &str) -> std::path::PathBuf {
+        let home = std::env::var_os("HERMES_HOME");
+        data::location::resolve(&self.config(), self.plugin_dir().as_deref(), home.as_deref(), file_name)
     }
 
     /// The `config` mapping of the plugin's `plugin.yaml`, as JSON (`Null` when absent).

@@ -1,9 +1,9 @@
 //! Shows an observer plugin: one audit-log JSON line per tool call, before and after it runs.
 
+// Shared with every plugin that keeps data in files.
+use hermes_hooks_abi::sdk::data::{jsonl, location, timestamp};
+
 mod entry;
-mod jsonl;
-mod location;
-mod timestamp;
 
 use std::{path::PathBuf, time::SystemTime};
 

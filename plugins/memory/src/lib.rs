@@ -1,10 +1,10 @@
 //! Shows a context plugin: `pre_llm_call` recalls what `post_llm_call` stored in a local file.
 
-mod jsonl;
-mod location;
+// Shared with every plugin that keeps data in files.
+use hermes_hooks_abi::sdk::data::{jsonl, location, timestamp};
+
 mod settings;
 mod store;
-mod timestamp;
 mod words;
 
 use std::{sync::Arc, time::SystemTime};

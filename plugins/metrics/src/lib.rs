@@ -1,10 +1,10 @@
 //! Shows per-session state: tool calls counted as they finish, summed up when the session ends.
 
-mod jsonl;
-mod location;
+// Shared with every plugin that keeps data in files.
+use hermes_hooks_abi::sdk::data::{jsonl, location, timestamp};
+
 mod summary;
 mod tally;
-mod timestamp;
 
 use std::{path::PathBuf, sync::Arc, time::SystemTime};
 
