@@ -25,11 +25,31 @@ done
 # Headless approval of the shell hooks, pinned to the scripts' current content.
 "$hermes" hooks allow "$demo/shell-hooks/no-force-push.sh"
 "$hermes" hooks allow "$demo/shell-hooks/today.sh"
+# Gateway hooks: the native activity logger (built here), the command logger (a shell
+# script) and the long-task alert (a handler.py run by one long-lived python3 worker).
+cargo build --release -p activity-logger
+mkdir -p "$HERMES_HOME/hooks"
+mkdir -p "$HERMES_HOME/hooks/activity-logger"
+cp examples/gateway-hooks/activity-logger/HOOK.yaml "$HERMES_HOME/hooks/activity-logger/"
+cp target/release/libactivity_logger.so "$HERMES_HOME/hooks/activity-logger/"
+cp -r examples/gateway-hooks/command-logger "$HERMES_HOME/hooks/"
+cp -r examples/gateway-hooks/long-task-alert "$HERMES_HOME/hooks/"
+# The demo's tasks are short: alert from the third tool-loop iteration on.
+sed -i 's/threshold: 10/threshold: 3/' "$HERMES_HOME/hooks/long-task-alert/HOOK.yaml"
 "$hermes" plugins list
 "$hermes" hooks list
+"$hermes" gateway hooks
 
 step "Run the scripted session (trace on stderr, conversation on stdout)"
 "$hermes" run "$demo/session.yaml" --cwd "$work" --approvals deny
+
+step "The same agent behind the local gateway: two chats, a slash command, a reset"
+"$hermes" gateway run --stdin --script "$demo/gateway.yaml" --cwd "$work" --trace off < "$demo/chat.jsonl"
+
+step "Gateway hook output: the command logger, the long-task alert, the activity log"
+cat "$HERMES_HOME"/logs/command_usage.jsonl
+cat "$HERMES_HOME"/logs/long-tasks.log
+cut -c1-160 "$HERMES_HOME"/logs/activity.jsonl
 
 step "The audit log the audit-log plugin wrote"
 cat "$HERMES_HOME"/plugins/audit-log/audit.jsonl

@@ -137,12 +137,24 @@ macro_rules! field_ret {
 }
 
 macro_rules! field_get {
-    (Str, $f:expr) => { $f.and_then(FieldValue::as_str).unwrap_or("") };
-    (OptStr, $f:expr) => { $f.and_then(FieldValue::as_str) };
-    (Json, $f:expr) => { Json::new($f.and_then(FieldValue::as_str)) };
-    (Int, $f:expr) => { $f.and_then(as_int).unwrap_or(0) };
-    (OptInt, $f:expr) => { $f.and_then(as_int) };
-    (Bool, $f:expr) => { matches!($f, Some(FieldValue::Bool(true))) };
+    (Str, $f:expr) => {
+        $f.and_then(FieldValue::as_str).unwrap_or("")
+    };
+    (OptStr, $f:expr) => {
+        $f.and_then(FieldValue::as_str)
+    };
+    (Json, $f:expr) => {
+        Json::new($f.and_then(FieldValue::as_str))
+    };
+    (Int, $f:expr) => {
+        $f.and_then(as_int).unwrap_or(0)
+    };
+    (OptInt, $f:expr) => {
+        $f.and_then(as_int)
+    };
+    (Bool, $f:expr) => {
+        matches!($f, Some(FieldValue::Bool(true)))
+    };
 }
 
 fn as_int(value: &FieldValue<'_>) -> Option<i64> {
@@ -161,7 +173,10 @@ fn find<'a, 'v>(view: &'a EventView<'v>, hint: usize, name: &str) -> Option<&'a 
     let fields = view.fields.as_slice();
     match fields.get(hint) {
         Some(f) if f.name.as_str() == name => Some(&f.value),
-        _ => fields.iter().find(|f| f.name.as_str() == name).map(|f| &f.value),
+        _ => fields
+            .iter()
+            .find(|f| f.name.as_str() == name)
+            .map(|f| &f.value),
     }
 }
 
@@ -194,12 +209,27 @@ macro_rules! payload_ty {
 }
 
 macro_rules! payload_field {
-    (Str, $n:expr, $v:expr) => { Field::str($n, $v) };
-    (OptStr, $n:expr, $v:expr) => { Field::opt_str($n, $v) };
-    (Json, $n:expr, $v:expr) => { Field::json($n, $v) };
-    (Int, $n:expr, $v:expr) => { Field::int($n, $v) };
-    (OptInt, $n:expr, $v:expr) => { match $v { Some(i) => Field::int($n, i), None => Field::null($n) } };
-    (Bool, $n:expr, $v:expr) => { Field::bool($n, $v) };
+    (Str, $n:expr, $v:expr) => {
+        Field::str($n, $v)
+    };
+    (OptStr, $n:expr, $v:expr) => {
+        Field::opt_str($n, $v)
+    };
+    (Json, $n:expr, $v:expr) => {
+        Field::json($n, $v)
+    };
+    (Int, $n:expr, $v:expr) => {
+        Field::int($n, $v)
+    };
+    (OptInt, $n:expr, $v:expr) => {
+        match $v {
+            Some(i) => Field::int($n, i),
+            None => Field::null($n),
+        }
+    };
+    (Bool, $n:expr, $v:expr) => {
+        Field::bool($n, $v)
+    };
 }
 
 macro_rules! outcome_ty {

@@ -95,7 +95,15 @@ impl Home {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Config::default(), None),
-            Err(e) => return (Config::default(), Some(ConfigError { path, message: e.to_string() })),
+            Err(e) => {
+                return (
+                    Config::default(),
+                    Some(ConfigError {
+                        path,
+                        message: e.to_string(),
+                    }),
+                );
+            }
         };
         match Config::parse(&text) {
             Ok(config) => (config, None),
@@ -110,9 +118,13 @@ impl Home {
     /// When the directory cannot be created or the file cannot be written.
     pub fn save_config(&self, config: &Config) -> Result<(), ConfigError> {
         let path = self.config_path();
-        let err = |message: String| ConfigError { path: path.clone(), message };
+        let err = |message: String| ConfigError {
+            path: path.clone(),
+            message,
+        };
         std::fs::create_dir_all(&self.root).map_err(|e| err(e.to_string()))?;
-        let text = yaml_serde::to_string(&Value::Mapping(config.root.clone())).map_err(|e| err(e.to_string()))?;
+        let text = yaml_serde::to_string(&Value::Mapping(config.root.clone()))
+            .map_err(|e| err(e.to_string()))?;
         let tmp = self.root.join(".config.yaml.tmp");
         std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
         std::fs::rename(&tmp, &path).map_err(|e| err(e.to_string()))
@@ -120,7 +132,9 @@ impl Home {
 }
 
 fn default_root() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".hermes")
 }
 
@@ -135,7 +149,12 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}; fix the file (its settings are ignored until then)", self.path.display(), self.message)
+        write!(
+            f,
+            "{}: {}; fix the file (its settings are ignored until then)",
+            self.path.display(),
+            self.message
+        )
     }
 }
 
@@ -164,7 +183,10 @@ impl Config {
         match value {
             Value::Null => Ok(Config::default()),
             Value::Mapping(root) => Ok(Config { root }),
-            other => Err(format!("the top level must be a mapping, not {}", yaml_type_name(&other))),
+            other => Err(format!(
+                "the top level must be a mapping, not {}",
+                yaml_type_name(&other)
+            )),
         }
     }
 
@@ -180,7 +202,10 @@ impl Config {
 
     /// `plugins.disabled` as names (empty when missing).
     pub fn plugins_disabled(&self) -> Vec<String> {
-        self.get("plugins").and_then(|p| p.get("disabled")).and_then(string_list).unwrap_or_default()
+        self.get("plugins")
+            .and_then(|p| p.get("disabled"))
+            .and_then(string_list)
+            .unwrap_or_default()
     }
 
     /// Adds `name` to `plugins.enabled` and removes it from `plugins.disabled`.
@@ -217,12 +242,19 @@ impl Config {
     }
 
     fn edit_list(&mut self, key: &str, edit: impl FnOnce(&mut Vec<Value>) -> bool) -> bool {
-        let plugins = self.root.entry(Value::from("plugins")).or_insert_with(|| Value::Mapping(Mapping::new()));
+        let plugins = self
+            .root
+            .entry(Value::from("plugins"))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
         if !plugins.is_mapping() {
             *plugins = Value::Mapping(Mapping::new());
         }
-        let Value::Mapping(plugins) = plugins else { return false };
-        let list = plugins.entry(Value::from(key)).or_insert_with(|| Value::Sequence(Vec::new()));
+        let Value::Mapping(plugins) = plugins else {
+            return false;
+        };
+        let list = plugins
+            .entry(Value::from(key))
+            .or_insert_with(|| Value::Sequence(Vec::new()));
         if !list.is_sequence() {
             *list = Value::Sequence(Vec::new());
         }
@@ -288,5 +320,8 @@ pub fn yaml_type_name(value: &Value) -> &'static str {
 /// assert!(!hermes_host::home::is_truthy("0"));
 /// ```
 pub fn is_truthy(value: &str) -> bool {
-    matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }

@@ -12,7 +12,12 @@
 //! - [`logging`] bridges plugins' `tracing` records into the host's log;
 //! - [`agent`] is the reference agent loop that fires every hook at its documented point;
 //! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
-//!   or `handler.py` handler) and delivers events to them without blocking the caller.
+//!   or `handler.py` handler) and delivers events to them without blocking the caller;
+//! - [`server`] is the local message gateway: the agent behind TCP and stdin adapters, with
+//!   sessions per chat, `pre_gateway_dispatch`, gateway events and session transcripts;
+//! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
+//! - [`testing`] loads a built plugin into a host with a temporary home, for the plugin's
+//!   own tests.
 //!
 //! The library never prints, exits or reads argv: the `hermes` binary does that.
 //!
@@ -47,4 +52,7 @@ pub mod logging;
 pub mod payload;
 pub mod plugins;
 pub mod registry;
+pub mod schema;
+pub mod server;
 pub mod shell;
+pub mod testing;

@@ -15,7 +15,9 @@ pub struct PluginLogger {
 impl PluginLogger {
     /// A logger for plugin `name`.
     pub fn new(name: &str) -> PluginLogger {
-        PluginLogger { plugin: name.into() }
+        PluginLogger {
+            plugin: name.into(),
+        }
     }
 }
 

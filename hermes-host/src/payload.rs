@@ -47,7 +47,9 @@ impl OwnedPayload {
                 (FieldKind::Json, None) => Owned::Json("{}".into()),
                 (FieldKind::OptStr | FieldKind::OptInt, None) => Owned::Null,
                 (FieldKind::Json, Some(v)) => Owned::Json(v.to_string()),
-                (FieldKind::Str | FieldKind::OptStr, Some(serde_json::Value::String(s))) => Owned::Str(s.clone()),
+                (FieldKind::Str | FieldKind::OptStr, Some(serde_json::Value::String(s))) => {
+                    Owned::Str(s.clone())
+                }
                 (_, Some(v)) => from_value(v),
             };
             values.push((f.name.to_string(), owned));
@@ -68,7 +70,10 @@ impl OwnedPayload {
                 Owned::Null => Field::null(name),
                 Owned::Bool(b) => Field::bool(name, *b),
                 Owned::Int(i) => Field::int(name, *i),
-                Owned::Float(f) => Field { name: name.as_str().into(), value: hermes_hooks_abi::core::FieldValue::Float(*f) },
+                Owned::Float(f) => Field {
+                    name: name.as_str().into(),
+                    value: hermes_hooks_abi::core::FieldValue::Float(*f),
+                },
                 Owned::Str(s) => Field::str(name, s),
                 Owned::Json(s) => Field::json(name, s),
             })
@@ -80,7 +85,10 @@ fn from_value(v: &serde_json::Value) -> Owned {
     match v {
         serde_json::Value::Null => Owned::Null,
         serde_json::Value::Bool(b) => Owned::Bool(*b),
-        serde_json::Value::Number(n) => n.as_i64().map(Owned::Int).unwrap_or_else(|| Owned::Float(n.as_f64().unwrap_or(0.0))),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Owned::Int)
+            .unwrap_or_else(|| Owned::Float(n.as_f64().unwrap_or(0.0))),
         serde_json::Value::String(s) => Owned::Str(s.clone()),
         other => Owned::Json(other.to_string()),
     }

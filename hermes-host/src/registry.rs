@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use abi_stable::std_types::{ROption, RResult, RString};
 use hermes_hooks_abi::core::{
-    EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action, no_host_calls,
+    EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action,
+    no_host_calls,
 };
 use hermes_hooks_abi::hooks::{self, OutcomeKind, payload};
 
@@ -187,7 +188,13 @@ impl Registry {
     /// someone fires that name), as the reference does.
     pub fn add(&mut self, hook: &str, entry: Entry) {
         if self.known.is_empty() {
-            self.known = hooks::HOOKS.iter().map(|h| HookEntries { kind: h.outcome, entries: Vec::new() }).collect();
+            self.known = hooks::HOOKS
+                .iter()
+                .map(|h| HookEntries {
+                    kind: h.outcome,
+                    entries: Vec::new(),
+                })
+                .collect();
         }
         match hooks::HOOKS.iter().position(|h| h.name == hook) {
             Some(i) => self.known[i].entries.push(entry),
@@ -195,7 +202,10 @@ impl Registry {
                 Some((_, slot)) => slot.entries.push(entry),
                 None => self.unknown.push((
                     hook.to_string(),
-                    HookEntries { kind: OutcomeKind::Observer, entries: vec![entry] },
+                    HookEntries {
+                        kind: OutcomeKind::Observer,
+                        entries: vec![entry],
+                    },
                 )),
             },
         }
@@ -205,24 +215,61 @@ impl Registry {
     fn slot(&self, hook: &str) -> Option<&HookEntries> {
         match hooks::HOOKS.iter().position(|h| h.name == hook) {
             Some(i) => self.known.get(i),
-            None => self.unknown.iter().find(|(name, _)| name == hook).map(|(_, slot)| slot),
+            None => self
+                .unknown
+                .iter()
+                .find(|(name, _)| name == hook)
+                .map(|(_, slot)| slot),
         }
     }
 
     /// Appends a native plugin callback.
-    pub fn add_native(&mut self, hook: &str, plugin: &str, callback_name: &str, callback: HookCallbackBox) {
+    pub fn add_native(
+        &mut self,
+        hook: &str,
+        plugin: &str,
+        callback_name: &str,
+        callback: HookCallbackBox,
+    ) {
         let label = format!("{plugin}::{callback_name}");
-        self.add(hook, Entry { source: Source::Plugin(plugin.into()), label, callback: Callback::Native(callback) });
+        self.add(
+            hook,
+            Entry {
+                source: Source::Plugin(plugin.into()),
+                label,
+                callback: Callback::Native(callback),
+            },
+        );
     }
 
     /// Appends an in-process closure.
     pub fn add_in_process(&mut self, hook: &str, name: &str, callback: Arc<InProcessFn>) {
-        self.add(hook, Entry { source: Source::Host, label: format!("host::{name}"), callback: Callback::InProcess(callback) });
+        self.add(
+            hook,
+            Entry {
+                source: Source::Host,
+                label: format!("host::{name}"),
+                callback: Callback::InProcess(callback),
+            },
+        );
     }
 
     /// Appends an out-of-process hook.
-    pub fn add_external(&mut self, hook: &str, source: Source, label: String, hook_impl: Arc<dyn ExternalHook>) {
-        self.add(hook, Entry { source, label, callback: Callback::External(hook_impl) });
+    pub fn add_external(
+        &mut self,
+        hook: &str,
+        source: Source,
+        label: String,
+        hook_impl: Arc<dyn ExternalHook>,
+    ) {
+        self.add(
+            hook,
+            Entry {
+                source,
+                label,
+                callback: Callback::External(hook_impl),
+            },
+        );
     }
 
     /// Sends a [`FiringRecord`] for every callback run to `sink` from now on.
@@ -237,8 +284,14 @@ impl Registry {
 
     /// Every hook name with at least one callback, sorted.
     pub fn hook_names(&self) -> Vec<&str> {
-        let known = hooks::HOOKS.iter().zip(&self.known).filter(|(_, slot)| !slot.entries.is_empty()).map(|(h, _)| h.name);
-        let mut names: Vec<&str> = known.chain(self.unknown.iter().map(|(name, _)| name.as_str())).collect();
+        let known = hooks::HOOKS
+            .iter()
+            .zip(&self.known)
+            .filter(|(_, slot)| !slot.entries.is_empty())
+            .map(|(h, _)| h.name);
+        let mut names: Vec<&str> = known
+            .chain(self.unknown.iter().map(|(name, _)| name.as_str()))
+            .collect();
         names.sort_unstable();
         names
     }
@@ -259,7 +312,12 @@ impl Registry {
     ///
     /// The view a callback sees is invariant in its lifetime, so the hook name, the fields
     /// and the capabilities share one lifetime: build `host` right before the call.
-    pub fn fire_with<'a>(&self, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+    pub fn fire_with<'a>(
+        &self,
+        hook: &'a str,
+        fields: &'a [Field<'a>],
+        host: HostCallsRef<'a>,
+    ) -> Outcome {
         match self.slot(hook) {
             Some(slot) => self.fire_slot(slot, hook, fields, host),
             None => Outcome::empty(hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome)),
@@ -267,15 +325,30 @@ impl Registry {
     }
 
     /// Fires the hook at position `index` of `HOOKS` (the typed methods know it statically).
-    fn fire_known<'a>(&self, index: usize, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+    fn fire_known<'a>(
+        &self,
+        index: usize,
+        fields: &'a [Field<'a>],
+        host: HostCallsRef<'a>,
+    ) -> Outcome {
         let hook = hooks::HOOKS.get(index).map_or("", |h| h.name);
         match self.known.get(index) {
             Some(slot) => self.fire_slot(slot, hook, fields, host),
-            None => Outcome::empty(hooks::HOOKS.get(index).map_or(OutcomeKind::Observer, |h| h.outcome)),
+            None => Outcome::empty(
+                hooks::HOOKS
+                    .get(index)
+                    .map_or(OutcomeKind::Observer, |h| h.outcome),
+            ),
         }
     }
 
-    fn fire_slot<'a>(&self, slot: &HookEntries, hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Outcome {
+    fn fire_slot<'a>(
+        &self,
+        slot: &HookEntries,
+        hook: &'a str,
+        fields: &'a [Field<'a>],
+        host: HostCallsRef<'a>,
+    ) -> Outcome {
         let HookEntries { kind, entries } = slot;
         let kind = *kind;
         if entries.is_empty() {
@@ -283,7 +356,9 @@ impl Registry {
         }
         let view = EventView::new(hook, fields, host);
         let mut combiner = Combiner::new(kind);
-        self.each_answer(&view, entries, |entry, answer| combiner.take(hook, entry, answer));
+        self.each_answer(&view, entries, |entry, answer| {
+            combiner.take(hook, entry, answer)
+        });
         combiner.finish()
     }
 
@@ -300,7 +375,11 @@ impl Registry {
     /// assert_eq!(verdict.blocked.unwrap().message, "no");
     /// ```
     pub fn pre_tool_call(&self, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
-        match self.fire_known(payload::PreToolCallEvent::INDEX, &event.fields(), no_host_calls()) {
+        match self.fire_known(
+            payload::PreToolCallEvent::INDEX,
+            &event.fields(),
+            no_host_calls(),
+        ) {
             Outcome::Tool(verdict) => verdict,
             _ => ToolVerdict::default(),
         }
@@ -308,28 +387,61 @@ impl Registry {
 
     /// `pre_llm_call`: the context to append to the user message, if any.
     pub fn pre_llm_call(&self, event: &payload::PreLlmCallEvent<'_>) -> Option<String> {
-        self.fire_known(payload::PreLlmCallEvent::INDEX, &event.fields(), no_host_calls()).into_text()
+        self.fire_known(
+            payload::PreLlmCallEvent::INDEX,
+            &event.fields(),
+            no_host_calls(),
+        )
+        .into_text()
     }
 
     /// `transform_tool_result`: the replacement result, if any.
-    pub fn transform_tool_result(&self, event: &payload::TransformToolResultEvent<'_>) -> Option<String> {
-        self.fire_known(payload::TransformToolResultEvent::INDEX, &event.fields(), no_host_calls()).into_text()
+    pub fn transform_tool_result(
+        &self,
+        event: &payload::TransformToolResultEvent<'_>,
+    ) -> Option<String> {
+        self.fire_known(
+            payload::TransformToolResultEvent::INDEX,
+            &event.fields(),
+            no_host_calls(),
+        )
+        .into_text()
     }
 
     /// `transform_terminal_output`: the replacement output, if any.
-    pub fn transform_terminal_output(&self, event: &payload::TransformTerminalOutputEvent<'_>) -> Option<String> {
-        self.fire_known(payload::TransformTerminalOutputEvent::INDEX, &event.fields(), no_host_calls()).into_text()
+    pub fn transform_terminal_output(
+        &self,
+        event: &payload::TransformTerminalOutputEvent<'_>,
+    ) -> Option<String> {
+        self.fire_known(
+            payload::TransformTerminalOutputEvent::INDEX,
+            &event.fields(),
+            no_host_calls(),
+        )
+        .into_text()
     }
 
     /// `transform_llm_output`: the replacement response, if any.
-    pub fn transform_llm_output(&self, event: &payload::TransformLlmOutputEvent<'_>) -> Option<String> {
-        self.fire_known(payload::TransformLlmOutputEvent::INDEX, &event.fields(), no_host_calls()).into_text()
+    pub fn transform_llm_output(
+        &self,
+        event: &payload::TransformLlmOutputEvent<'_>,
+    ) -> Option<String> {
+        self.fire_known(
+            payload::TransformLlmOutputEvent::INDEX,
+            &event.fields(),
+            no_host_calls(),
+        )
+        .into_text()
     }
 
     /// `pre_gateway_dispatch`: what to do with an incoming message.
     ///
     /// `host` offers the `gateway.send` and `session.append` capabilities to the callbacks.
-    pub fn pre_gateway_dispatch<H: HostCalls>(&self, event: &payload::GatewayDispatchEvent<'_>, host: &H) -> DispatchVerdict {
+    pub fn pre_gateway_dispatch<H: HostCalls>(
+        &self,
+        event: &payload::GatewayDispatchEvent<'_>,
+        host: &H,
+    ) -> DispatchVerdict {
         let fields = event.fields();
         let host = HostCalls_TO::from_const(host, abi_stable::sabi_trait::TD_Opaque);
         match self.fire_known(payload::GatewayDispatchEvent::INDEX, &fields, host) {
@@ -341,8 +453,15 @@ impl Registry {
     /// Calls every entry in registry order and hands each answer to `take`, in that order.
     /// Out-of-process hooks are started first, concurrently by priority group, while native
     /// callbacks run inline on this thread.
-    fn each_answer(&self, view: &EventView<'_>, entries: &[Entry], mut take: impl FnMut(&Entry, HookResult)) {
-        let externals = entries.iter().any(|e| matches!(e.callback, Callback::External(_)));
+    fn each_answer(
+        &self,
+        view: &EventView<'_>,
+        entries: &[Entry],
+        mut take: impl FnMut(&Entry, HookResult),
+    ) {
+        let externals = entries
+            .iter()
+            .any(|e| matches!(e.callback, Callback::External(_)));
         if !externals {
             for entry in entries {
                 // The common case, a native callback with no opinion and no trace, touches
@@ -360,7 +479,8 @@ impl Registry {
             }
             return;
         }
-        let mut answers: Vec<Option<(HookResult, Duration)>> = entries.iter().map(|_| None).collect();
+        let mut answers: Vec<Option<(HookResult, Duration)>> =
+            entries.iter().map(|_| None).collect();
         run_externals(view, entries, &mut answers);
         for (entry, slot) in entries.iter().zip(answers) {
             let answer = match slot {
@@ -379,11 +499,17 @@ impl Registry {
     fn call_inline(&self, view: &EventView<'_>, entry: &Entry) -> HookResult {
         let started = self.trace.as_ref().map(|_| Instant::now());
         let answer = match &entry.callback {
-            Callback::Native(cb) => cb.call(view).map(Into::into).map_err(RString::into_string).into_result(),
-            Callback::InProcess(f) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(view))) {
-                Ok(answer) => answer,
-                Err(payload) => Err(panic_text(payload.as_ref())),
-            },
+            Callback::Native(cb) => cb
+                .call(view)
+                .map(Into::into)
+                .map_err(RString::into_string)
+                .into_result(),
+            Callback::InProcess(f) => {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(view))) {
+                    Ok(answer) => answer,
+                    Err(payload) => Err(panic_text(payload.as_ref())),
+                }
+            }
             Callback::External(ext) => {
                 if ext.matches(view) {
                     ext.run(view)
@@ -399,7 +525,12 @@ impl Registry {
     }
 }
 
-fn record(view: &EventView<'_>, entry: &Entry, answer: &HookResult, duration: Duration) -> FiringRecord {
+fn record(
+    view: &EventView<'_>,
+    entry: &Entry,
+    answer: &HookResult,
+    duration: Duration,
+) -> FiringRecord {
     let (decision, error) = match answer {
         Ok(None) => ("no opinion".to_string(), None),
         Ok(Some(reply)) if reply.text.is_empty() => (reply.action.to_string(), None),
@@ -426,7 +557,11 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs the matching external entries, group by group in ascending priority, each group
 /// concurrently (at most [`MAX_PARALLEL_EXTERNAL`] at once), and stores their answers.
-fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<(HookResult, Duration)>]) {
+fn run_externals(
+    view: &EventView<'_>,
+    entries: &[Entry],
+    answers: &mut [Option<(HookResult, Duration)>],
+) {
     let mut jobs: Vec<(usize, i64, &Arc<dyn ExternalHook>)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         if let Callback::External(ext) = &entry.callback {
@@ -453,7 +588,9 @@ fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<
                 scope.spawn(|| {
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((_, _, ext)) = group.get(k) else { break };
+                        let Some((_, _, ext)) = group.get(k) else {
+                            break;
+                        };
                         let started = Instant::now();
                         let answer = ext.run(view);
                         if let Ok(mut slot) = results[k].lock() {
@@ -464,11 +601,12 @@ fn run_externals(view: &EventView<'_>, entries: &[Entry], answers: &mut [Option<
             }
         });
         for ((i, _, _), result) in group.iter().zip(results) {
-            let answer = result
-                .into_inner()
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| (Err("the hook's worker thread panicked".into()), Duration::ZERO));
+            let answer = result.into_inner().ok().flatten().unwrap_or_else(|| {
+                (
+                    Err("the hook's worker thread panicked".into()),
+                    Duration::ZERO,
+                )
+            });
             answers[*i] = Some(answer);
         }
     }
@@ -548,7 +686,10 @@ impl ToolVerdict {
     /// ```
     pub fn error_result(&self) -> Option<String> {
         let blocked = self.blocked.as_ref()?;
-        Some(format!("{{\"error\": {}}}", serde_json::Value::String(blocked.message.clone())))
+        Some(format!(
+            "{{\"error\": {}}}",
+            serde_json::Value::String(blocked.message.clone())
+        ))
     }
 }
 
@@ -599,7 +740,10 @@ enum Combiner {
     /// Every non-blank context, joined with a blank line at the end.
     Context(Vec<String>),
     /// First text wins; with `non_empty`, the first non-empty text.
-    Replace { text: Option<String>, non_empty: bool },
+    Replace {
+        text: Option<String>,
+        non_empty: bool,
+    },
     /// First skip, rewrite or allow wins.
     Dispatch(Option<DispatchVerdict>),
 }
@@ -610,8 +754,14 @@ impl Combiner {
             OutcomeKind::Observer => Combiner::Observer,
             OutcomeKind::ToolDecision => Combiner::Tool(ToolVerdict::default()),
             OutcomeKind::Context => Combiner::Context(Vec::new()),
-            OutcomeKind::Replace => Combiner::Replace { text: None, non_empty: false },
-            OutcomeKind::ReplaceNonEmpty => Combiner::Replace { text: None, non_empty: true },
+            OutcomeKind::Replace => Combiner::Replace {
+                text: None,
+                non_empty: false,
+            },
+            OutcomeKind::ReplaceNonEmpty => Combiner::Replace {
+                text: None,
+                non_empty: true,
+            },
             OutcomeKind::Dispatch => Combiner::Dispatch(None),
         }
     }
@@ -627,23 +777,35 @@ impl Combiner {
         };
         let act = reply.action.as_str();
         let unusable = |why: &str| {
-            tracing::warn!("Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it", entry.label);
+            tracing::warn!(
+                "Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it",
+                entry.label
+            );
         };
         match self {
             Combiner::Observer => {}
             Combiner::Tool(tool) => match act {
-                action::BLOCK if reply.text.trim().is_empty() => unusable("a block without a message"),
+                action::BLOCK if reply.text.trim().is_empty() => {
+                    unusable("a block without a message")
+                }
                 action::BLOCK => {
                     if tool.blocked.is_none() {
-                        tool.blocked = Some(Blocked { message: reply.text.into_string(), by: entry.label.clone() });
+                        tool.blocked = Some(Blocked {
+                            message: reply.text.into_string(),
+                            by: entry.label.clone(),
+                        });
                     }
                 }
-                action::MODIFY => match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
-                    Ok(serde_json::Value::Object(changes)) => {
-                        tool.modified_args.get_or_insert_with(Default::default).extend(changes);
+                action::MODIFY => {
+                    match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
+                        Ok(serde_json::Value::Object(changes)) => {
+                            tool.modified_args
+                                .get_or_insert_with(Default::default)
+                                .extend(changes);
+                        }
+                        _ => unusable("a modify whose args are not a JSON object"),
                     }
-                    _ => unusable("a modify whose args are not a JSON object"),
-                },
+                }
                 other => unusable(&format!("action '{other}' does not apply to pre_tool_call")),
             },
             Combiner::Context(contexts) => match act {
@@ -657,7 +819,9 @@ impl Combiner {
                         *text = Some(reply.text.into_string());
                     }
                 }
-                other => unusable(&format!("action '{other}' does not apply to a transform hook")),
+                other => unusable(&format!(
+                    "action '{other}' does not apply to a transform hook"
+                )),
             },
             Combiner::Dispatch(decided) => {
                 if decided.is_some() {
@@ -665,11 +829,19 @@ impl Combiner {
                 }
                 let by = entry.label.clone();
                 *decided = match act {
-                    action::SKIP => Some(DispatchVerdict::Skip { reason: reply.text.into_string(), by }),
-                    action::REWRITE => Some(DispatchVerdict::Rewrite { text: reply.text.into_string(), by }),
+                    action::SKIP => Some(DispatchVerdict::Skip {
+                        reason: reply.text.into_string(),
+                        by,
+                    }),
+                    action::REWRITE => Some(DispatchVerdict::Rewrite {
+                        text: reply.text.into_string(),
+                        by,
+                    }),
                     action::ALLOW => Some(DispatchVerdict::Allow { by }),
                     other => {
-                        unusable(&format!("action '{other}' does not apply to pre_gateway_dispatch"));
+                        unusable(&format!(
+                            "action '{other}' does not apply to pre_gateway_dispatch"
+                        ));
                         None
                     }
                 };
@@ -681,9 +853,11 @@ impl Combiner {
         match self {
             Combiner::Observer => Outcome::Observed,
             Combiner::Tool(verdict) => Outcome::Tool(verdict),
-            Combiner::Context(contexts) => {
-                Outcome::Context(if contexts.is_empty() { None } else { Some(contexts.join("\n\n")) })
-            }
+            Combiner::Context(contexts) => Outcome::Context(if contexts.is_empty() {
+                None
+            } else {
+                Some(contexts.join("\n\n"))
+            }),
             Combiner::Replace { text, .. } => Outcome::Replace(text),
             Combiner::Dispatch(decided) => Outcome::Dispatch(decided.unwrap_or_default()),
         }
@@ -706,14 +880,24 @@ mod tests {
         reg.add_in_process("pre_tool_call", "b", reply("block", "from b"));
         reg.add_in_process("pre_tool_call", "c", reply("block", "from c"));
         let v = reg.pre_tool_call(&payload::PreToolCallEvent::default());
-        assert_eq!(v.blocked, Some(Blocked { message: "from b".into(), by: "host::b".into() }));
+        assert_eq!(
+            v.blocked,
+            Some(Blocked {
+                message: "from b".into(),
+                by: "host::b".into()
+            })
+        );
     }
 
     #[test]
     fn block_without_message_is_ignored() {
         let mut reg = Registry::new();
         reg.add_in_process("pre_tool_call", "a", reply("block", "  "));
-        assert_eq!(reg.pre_tool_call(&payload::PreToolCallEvent::default()).blocked, None);
+        assert_eq!(
+            reg.pre_tool_call(&payload::PreToolCallEvent::default())
+                .blocked,
+            None
+        );
     }
 
     #[test]
@@ -730,7 +914,10 @@ mod tests {
         reg.add_in_process("pre_tool_call", "b", m(r#"{"y": 2}"#));
         reg.add_in_process("pre_tool_call", "c", m(r#"[1]"#));
         let v = reg.pre_tool_call(&payload::PreToolCallEvent::default());
-        assert_eq!(v.apply(&serde_json::json!({"z": 0})), serde_json::json!({"z": 0, "x": 1, "y": 2}));
+        assert_eq!(
+            v.apply(&serde_json::json!({"z": 0})),
+            serde_json::json!({"z": 0, "x": 1, "y": 2})
+        );
     }
 
     #[test]
@@ -739,7 +926,10 @@ mod tests {
         reg.add_in_process("pre_llm_call", "a", reply("context", "one"));
         reg.add_in_process("pre_llm_call", "b", reply("context", "   "));
         reg.add_in_process("pre_llm_call", "c", reply("context", "two"));
-        assert_eq!(reg.pre_llm_call(&Default::default()), Some("one\n\ntwo".into()));
+        assert_eq!(
+            reg.pre_llm_call(&Default::default()),
+            Some("one\n\ntwo".into())
+        );
     }
 
     #[test]
@@ -748,7 +938,10 @@ mod tests {
         reg.add_in_process("transform_tool_result", "a", Arc::new(|_e| Ok(None)));
         reg.add_in_process("transform_tool_result", "b", reply("replace", ""));
         reg.add_in_process("transform_tool_result", "c", reply("replace", "late"));
-        assert_eq!(reg.transform_tool_result(&Default::default()), Some(String::new()));
+        assert_eq!(
+            reg.transform_tool_result(&Default::default()),
+            Some(String::new())
+        );
     }
 
     #[test]
@@ -757,7 +950,10 @@ mod tests {
         reg.add_in_process("transform_llm_output", "a", reply("replace", ""));
         reg.add_in_process("transform_llm_output", "b", reply("replace", "B"));
         reg.add_in_process("transform_llm_output", "c", reply("replace", "C"));
-        assert_eq!(reg.transform_llm_output(&Default::default()), Some("B".into()));
+        assert_eq!(
+            reg.transform_llm_output(&Default::default()),
+            Some("B".into())
+        );
     }
 
     #[test]
@@ -767,7 +963,13 @@ mod tests {
         reg.add_in_process("pre_gateway_dispatch", "b", reply("rewrite", "new text"));
         reg.add_in_process("pre_gateway_dispatch", "c", reply("skip", "spam"));
         let v = reg.pre_gateway_dispatch(&Default::default(), &hermes_hooks_abi::core::NoHostCalls);
-        assert_eq!(v, DispatchVerdict::Rewrite { text: "new text".into(), by: "host::b".into() });
+        assert_eq!(
+            v,
+            DispatchVerdict::Rewrite {
+                text: "new text".into(),
+                by: "host::b".into()
+            }
+        );
     }
 
     #[test]
@@ -775,7 +977,10 @@ mod tests {
         let mut reg = Registry::new();
         reg.add_in_process("pre_llm_call", "boom", Arc::new(|_e| panic!("kaboom")));
         reg.add_in_process("pre_llm_call", "ok", reply("context", "still here"));
-        assert_eq!(reg.pre_llm_call(&Default::default()), Some("still here".into()));
+        assert_eq!(
+            reg.pre_llm_call(&Default::default()),
+            Some("still here".into())
+        );
     }
 
     #[test]
@@ -809,9 +1014,30 @@ mod tests {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut reg = Registry::new();
         reg.add_in_process("pre_llm_call", "native", reply("context", "native"));
-        reg.add_external("pre_llm_call", Source::Shell, "slow".into(), Arc::new(Slow { delay_ms: 150, text: "slow", log: log.clone() }));
-        reg.add_external("pre_llm_call", Source::Shell, "fast".into(), Arc::new(Slow { delay_ms: 0, text: "fast", log: log.clone() }));
-        assert_eq!(reg.pre_llm_call(&Default::default()), Some("native\n\nslow\n\nfast".into()));
+        reg.add_external(
+            "pre_llm_call",
+            Source::Shell,
+            "slow".into(),
+            Arc::new(Slow {
+                delay_ms: 150,
+                text: "slow",
+                log: log.clone(),
+            }),
+        );
+        reg.add_external(
+            "pre_llm_call",
+            Source::Shell,
+            "fast".into(),
+            Arc::new(Slow {
+                delay_ms: 0,
+                text: "fast",
+                log: log.clone(),
+            }),
+        );
+        assert_eq!(
+            reg.pre_llm_call(&Default::default()),
+            Some("native\n\nslow\n\nfast".into())
+        );
         // They really ran concurrently: the fast one finished first.
         assert_eq!(*log.lock().unwrap(), vec!["fast", "slow"]);
     }

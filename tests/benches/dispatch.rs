@@ -65,7 +65,9 @@ fn dispatch(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("native_plugin", n), &n, |b, _| {
             b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
         });
-        let plain: Vec<PlainHook> = (0..n).map(|_| -> PlainHook { Box::new(|_e| ToolDecision::Continue) }).collect();
+        let plain: Vec<PlainHook> = (0..n)
+            .map(|_| -> PlainHook { Box::new(|_e| ToolDecision::Continue) })
+            .collect();
         group.bench_with_input(BenchmarkId::new("plain_rust_loop", n), &n, |b, _| {
             b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev))))
         });
@@ -74,7 +76,9 @@ fn dispatch(c: &mut Criterion) {
     // plugin, a struct field for the plain closure.
     let home = TestHome::new();
     let registry = native_registry(&home, 10, true);
-    group.bench_function("native_plugin_reading_a_field/10", |b| b.iter(|| black_box(registry.pre_tool_call(black_box(&ev)))));
+    group.bench_function("native_plugin_reading_a_field/10", |b| {
+        b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
+    });
     let plain: Vec<PlainHook> = (0..10)
         .map(|_| -> PlainHook {
             Box::new(|e| {
@@ -83,7 +87,9 @@ fn dispatch(c: &mut Criterion) {
             })
         })
         .collect();
-    group.bench_function("plain_rust_loop_reading_a_field/10", |b| b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev)))));
+    group.bench_function("plain_rust_loop_reading_a_field/10", |b| {
+        b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev))))
+    });
     group.finish();
 }
 

@@ -206,9 +206,12 @@ fn install_errors_say_what_to_do() {
     std::fs::write(empty.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
     let run = home.hermes(&["plugins", "install", empty.path().to_str().unwrap()], &[]);
     run.expect_code(2);
-    assert!(
-        run.stderr()
-            .contains("the crate directory needs a plugin.yaml with name, version and library"),
+    assert_eq!(
+        run.stderr(),
+        format!(
+            "hermes: {}: no plugin.yaml; the crate directory needs a plugin.yaml with name, version and library (plugin-template/ has one)\n",
+            empty.path().display()
+        ),
         "{}",
         run.describe()
     );

@@ -133,15 +133,20 @@ fn a_panic_in_register_fails_that_plugin_only_and_keeps_its_earlier_hooks() {
     let home = faulty_home(Some("{panic_in_register: true}"));
     let run = home.hermes(&["plugins", "list", "--json"], &[]);
     run.expect_code(0);
+    let lib = home.path().join("plugins/faulty/libfaulty.so");
+    let error = format!(
+        "{}: register() panicked: deliberate panic in register; run with HERMES_LOG=debug to see where",
+        lib.display()
+    );
     assert!(
-        run.stderr().contains(
-            "Failed to load plugin 'faulty': register() panicked: deliberate panic in register"
-        ),
+        run.stderr()
+            .contains(&format!("Failed to load plugin 'faulty': {error}\n")),
         "{}",
         run.describe()
     );
     let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(list["plugins"][0]["enabled"], false);
+    assert_eq!(list["plugins"][0]["error"], error.as_str());
     assert_eq!(
         list["plugins"][0]["hooks"],
         serde_json::json!(["on_session_start"])
@@ -188,5 +193,83 @@ fn plugin_logs_reach_the_host_log_filtered_by_its_level() {
         !quiet.stderr().contains("faulty saw pre_llm_call"),
         "{}",
         quiet.describe()
+    );
+}
+
+#[test]
+fn with_debug_logs_a_panic_in_register_says_where_it_happened() {
+    let home = faulty_home(Some("{panic_in_register: true}"));
+    let run = home.hermes(&["plugins", "list"], &[("HERMES_LOG", "debug")]);
+    run.expect_code(0);
+    assert!(
+        run.stderr()
+            .contains("plugin 'faulty' panicked at tests/plugins/faulty/src/lib.rs:"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// Asserts that `error` is one line that names `file` and contains `fix`.
+fn one_line_with_the_fix(error: &str, file: &std::path::Path, fix: &str) {
+    assert_eq!(error.lines().count(), 1, "{error}");
+    assert!(error.contains(&file.display().to_string()), "{error}");
+    assert!(error.contains(fix), "{error}");
+}
+
+#[test]
+fn errors_a_plugin_author_meets_are_one_line_naming_the_file_and_the_fix() {
+    let home = TestHome::new();
+    // A file that is not a shared library at all.
+    let junk = home.path().join("plugins/junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("libjunk.so"), "not a library").unwrap();
+    std::fs::write(
+        junk.join("plugin.yaml"),
+        "name: junk\nlibrary: libjunk.so\n",
+    )
+    .unwrap();
+    // A plugin.yaml without the one field that has no default.
+    let nolib = home.path().join("plugins/nolib");
+    std::fs::create_dir_all(&nolib).unwrap();
+    std::fs::write(nolib.join("plugin.yaml"), "name: nolib\nversion: 1.0.0\n").unwrap();
+    // A manifest whose library was never copied.
+    let unbuilt = home.path().join("plugins/unbuilt");
+    std::fs::create_dir_all(&unbuilt).unwrap();
+    std::fs::write(
+        unbuilt.join("plugin.yaml"),
+        "name: unbuilt\nlibrary: libunbuilt.so\n",
+    )
+    .unwrap();
+    // A panic in register.
+    home.install("faulty", "faulty", None, Some("{panic_in_register: true}"));
+    home.config("plugins:\n  enabled: [junk, nolib, unbuilt, faulty]\n");
+    let (_, report) = home.load();
+    let error = |key: &str| {
+        report
+            .plugins
+            .iter()
+            .find(|p| p.key == key)
+            .and_then(|p| p.error.clone())
+            .unwrap_or_else(|| panic!("{key} loaded"))
+    };
+    one_line_with_the_fix(
+        &error("junk"),
+        &junk.join("libjunk.so"),
+        "it must be a shared library built for this machine: rebuild it with `cargo build --release` from a crate with crate-type = [\"cdylib\"]",
+    );
+    one_line_with_the_fix(
+        &error("nolib"),
+        &nolib.join("plugin.yaml"),
+        "missing the `library` field; add `library: libnolib.so`",
+    );
+    one_line_with_the_fix(
+        &error("unbuilt"),
+        &unbuilt.join("libunbuilt.so"),
+        "build the plugin with `cargo build --release`",
+    );
+    one_line_with_the_fix(
+        &error("faulty"),
+        &home.path().join("plugins/faulty/libfaulty.so"),
+        "register() panicked: deliberate panic in register; run with HERMES_LOG=debug to see where",
     );
 }

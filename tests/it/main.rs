@@ -15,3 +15,9 @@ mod faults;
 mod compat;
 // `hermes plugins ...` output and exit codes.
 mod cli;
+// plugin-template/ rendered with cargo-generate outside the workspace, built, installed, fired.
+mod template;
+// The shell-hook JSON Schemas: committed files match the generator; real payloads validate.
+mod schema;
+// docs/hooks.md in step with the hook table: generated sections, every hook and field.
+mod docs;

@@ -405,11 +405,14 @@ fn a_library_that_is_not_a_plugin_is_refused_with_one_line() {
     home.config("plugins:\n  enabled: [math]\n");
     let (_, report) = home.load();
     let err = report.plugins[0].error.clone().unwrap();
-    assert!(
-        err.contains("plugin 'math' is not a hermes plugin"),
-        "{err}"
+    let lib = home.path().join("plugins/math/libm.so.6");
+    assert_eq!(
+        err,
+        format!(
+            "{}: plugin 'math' is not a hermes plugin (it exports no `hermes_plugin_abi_version`); build it from a crate with crate-type = [\"cdylib\"] that calls `hermes_hooks_abi::export_plugin!(register)`",
+            lib.display()
+        )
     );
-    assert_eq!(err.lines().count(), 1);
 }
 
 #[test]
@@ -437,4 +440,100 @@ fn libraries_are_loaded_once_per_process() {
         .map(|l| l.abi_version())
         .unwrap();
     assert_eq!(first, second);
+}
+
+#[test]
+fn the_testing_helper_loads_a_built_plugin_and_fires_typed_events() {
+    use hermes_hooks_abi::hooks::payload::{GatewayDispatchEvent, SessionStartEvent};
+    use hermes_host::registry::DispatchVerdict;
+    use hermes_host::testing::TestHost;
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let config = serde_json::json!({
+        "log": log,
+        "tag": "T",
+        "answers": {
+            "pre_tool_call": {"action": "block", "text": "nope"},
+            "pre_gateway_dispatch": {"action": "skip", "text": "spam"},
+        },
+    });
+    let host = TestHost::builder(hermes_tests::support::built().lib("recorder"), "rec")
+        .config(config)
+        .load()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(host.hooks().len(), hermes_hooks_abi::hooks::HOOKS.len());
+    let verdict = host.pre_tool_call(&PreToolCallEvent {
+        tool_name: "terminal",
+        ..Default::default()
+    });
+    assert_eq!(
+        verdict.blocked,
+        Some(Blocked {
+            message: "nope".into(),
+            by: "rec::record".into()
+        })
+    );
+    host.on_session_start(&SessionStartEvent {
+        session_id: "s-1",
+        ..Default::default()
+    })
+    .unwrap();
+    let dispatch = host.pre_gateway_dispatch(&GatewayDispatchEvent {
+        text: "buy now",
+        ..Default::default()
+    });
+    assert_eq!(
+        dispatch,
+        DispatchVerdict::Skip {
+            reason: "spam".into(),
+            by: "rec::record".into()
+        }
+    );
+    let calls = lines(&log);
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(calls[1].starts_with(r#"T on_session_start {"session_id":"s-1""#));
+    assert_eq!(host.firings().len(), 3);
+    assert!(host.raised().is_empty());
+
+    // A plugin whose callback panics: contained as in the host, and visible to the test.
+    let faulty = TestHost::load(hermes_tests::support::built().lib("faulty"), "faulty")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let verdict = faulty.pre_tool_call(&PreToolCallEvent {
+        tool_name: "terminal",
+        ..Default::default()
+    });
+    assert_eq!(verdict.blocked, None);
+    let raised = faulty.raised();
+    assert_eq!(raised[0].callback, "faulty::explode");
+    let logs = faulty.logs();
+    assert!(
+        logs.iter().any(|l| l.to_string().starts_with(
+            "WARN hermes_host::registry: Hook 'pre_tool_call' callback faulty::explode raised: deliberate panic"
+        )),
+        "{logs:#?}"
+    );
+    let context = faulty.pre_llm_call(&PreLlmCallEvent {
+        session_id: "s-42",
+        ..Default::default()
+    });
+    assert_eq!(context.as_deref(), Some("context from faulty"));
+    let logs = faulty.logs();
+    let saw = logs
+        .iter()
+        .find(|l| l.message.starts_with("faulty saw pre_llm_call"))
+        .unwrap();
+    assert_eq!(saw.plugin.as_deref(), Some("faulty"));
+
+    // A panic in register fails the load with the loader's one line.
+    let err = TestHost::builder(hermes_tests::support::built().lib("faulty"), "faulty")
+        .config(serde_json::json!({"panic_in_register": true}))
+        .load()
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .ends_with("register() panicked: deliberate panic in register; run with HERMES_LOG=debug to see where"),
+        "{err}"
+    );
 }

@@ -312,3 +312,79 @@ impl Run {
         )
     }
 }
+
+/// The cargo-generate version the template test installs when none is on `PATH`: the newest
+/// that builds with `--locked` on this toolchain (rustc 1.95; 0.24 and later lock
+/// dependencies that need rustc 1.96). Building it needs `pkg-config` and `libssl-dev`.
+pub const CARGO_GENERATE_VERSION: &str = "0.23.14";
+
+/// A `cargo generate` command: the `cargo generate` on `PATH` if there is one, else
+/// `cargo-generate` from `$HERMES_TOOLS_DIR/bin` (default `target/tools/bin`), installed there
+/// with `cargo install --locked` at [`CARGO_GENERATE_VERSION`] the first time.
+pub fn cargo_generate() -> Command {
+    static TOOL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tool = TOOL.get_or_init(|| {
+        let on_path = Command::new(&cargo)
+            .args(["generate", "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if on_path {
+            return None;
+        }
+        let root = std::env::var_os("HERMES_TOOLS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace().join("target").join("tools"));
+        let bin = root.join("bin").join("cargo-generate");
+        let works = |bin: &Path| {
+            Command::new(bin)
+                .args(["generate", "--version"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !works(&bin) {
+            let status = Command::new(&cargo)
+                .args(["install", "cargo-generate", "--locked", "--version"])
+                .arg(CARGO_GENERATE_VERSION)
+                .arg("--root")
+                .arg(&root)
+                .env_remove("CARGO_TARGET_DIR")
+                .env_remove("RUSTFLAGS")
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run cargo install: {e}"));
+            assert!(
+                status.success() && works(&bin),
+                "cannot install cargo-generate {CARGO_GENERATE_VERSION} into {} (building it needs pkg-config and libssl-dev: `apt-get install pkg-config libssl-dev`)",
+                root.display()
+            );
+        }
+        Some(bin)
+    });
+    match tool {
+        Some(bin) => {
+            let mut cmd = Command::new(bin);
+            cmd.arg("generate");
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(cargo);
+            cmd.arg("generate");
+            cmd
+        }
+    }
+}
+
+/// Runs `cmd`, and panics with its command line, stdout and stderr when it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "\n--- {cmd:?} ({})\n--- stdout\n{}\n--- stderr\n{}\n---",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}

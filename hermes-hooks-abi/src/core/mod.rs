@@ -285,7 +285,11 @@ impl<'a> EventView<'a> {
     /// assert_eq!(view.hook.as_str(), "on_session_start");
     /// ```
     pub fn new(hook: &'a str, fields: &'a [Field<'a>], host: HostCallsRef<'a>) -> Self {
-        EventView { hook: RStr::from(hook), fields: RSlice::from_slice(fields), host }
+        EventView {
+            hook: RStr::from(hook),
+            fields: RSlice::from_slice(fields),
+            host,
+        }
     }
 
     /// The value of field `name`, if the host sent it.
@@ -298,7 +302,10 @@ impl<'a> EventView<'a> {
     /// assert!(matches!(view.get("completed"), Some(FieldValue::Bool(true))));
     /// ```
     pub fn get(&self, name: &str) -> Option<&FieldValue<'a>> {
-        self.fields.iter().find(|f| f.name.as_str() == name).map(|f| &f.value)
+        self.fields
+            .iter()
+            .find(|f| f.name.as_str() == name)
+            .map(|f| &f.value)
     }
 
     /// Field `name` as text: a `Str` or `Json` field's text; `None` otherwise.
@@ -378,7 +385,10 @@ impl<'a> Field<'a> {
     /// assert_eq!(f.value.as_str(), Some("gpt-4"));
     /// ```
     pub const fn str(name: &'a str, value: &'a str) -> Self {
-        Field { name: RStr::from_str(name), value: FieldValue::Str(RStr::from_str(value)) }
+        Field {
+            name: RStr::from_str(name),
+            value: FieldValue::Str(RStr::from_str(value)),
+        }
     }
 
     /// A JSON field (an object or list, as JSON text).
@@ -388,7 +398,10 @@ impl<'a> Field<'a> {
     /// assert_eq!(f.value.as_str(), Some("{}"));
     /// ```
     pub const fn json(name: &'a str, value: &'a str) -> Self {
-        Field { name: RStr::from_str(name), value: FieldValue::Json(RStr::from_str(value)) }
+        Field {
+            name: RStr::from_str(name),
+            value: FieldValue::Json(RStr::from_str(value)),
+        }
     }
 
     /// An integer field.
@@ -398,7 +411,10 @@ impl<'a> Field<'a> {
     /// assert!(matches!(f.value, hermes_hooks_abi::core::FieldValue::Int(5)));
     /// ```
     pub const fn int(name: &'a str, value: i64) -> Self {
-        Field { name: RStr::from_str(name), value: FieldValue::Int(value) }
+        Field {
+            name: RStr::from_str(name),
+            value: FieldValue::Int(value),
+        }
     }
 
     /// A boolean field.
@@ -408,7 +424,10 @@ impl<'a> Field<'a> {
     /// assert!(matches!(f.value, hermes_hooks_abi::core::FieldValue::Bool(true)));
     /// ```
     pub const fn bool(name: &'a str, value: bool) -> Self {
-        Field { name: RStr::from_str(name), value: FieldValue::Bool(value) }
+        Field {
+            name: RStr::from_str(name),
+            value: FieldValue::Bool(value),
+        }
     }
 
     /// A null field (the reference's `None`).
@@ -418,7 +437,10 @@ impl<'a> Field<'a> {
     /// assert!(matches!(f.value, hermes_hooks_abi::core::FieldValue::Null));
     /// ```
     pub const fn null(name: &'a str) -> Self {
-        Field { name: RStr::from_str(name), value: FieldValue::Null }
+        Field {
+            name: RStr::from_str(name),
+            value: FieldValue::Null,
+        }
     }
 
     /// A text field that is null when `value` is `None`.
@@ -509,7 +531,11 @@ impl Reply {
     /// assert_eq!(r.text.as_str(), "remember: tabs");
     /// ```
     pub fn new(action: &str, text: impl Into<String>) -> Self {
-        Reply { action: RString::from(action), text: RString::from(text.into()), json: RString::new() }
+        Reply {
+            action: RString::from(action),
+            text: RString::from(text.into()),
+            json: RString::new(),
+        }
     }
 }
 

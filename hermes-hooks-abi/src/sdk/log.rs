@@ -27,7 +27,10 @@ pub(super) fn install(logger: HostLoggerBox, plugin_name: String) {
     // Without this, a caught panic would also print `thread panicked at` on stderr. The
     // host logs the panic message itself; the location goes to its debug log.
     std::panic::set_hook(Box::new(move |info| {
-        tracing::debug!("plugin '{name}' panicked at {}", info.location().map_or_else(String::new, |l| l.to_string()));
+        tracing::debug!(
+            "plugin '{name}' panicked at {}",
+            info.location().map_or_else(String::new, |l| l.to_string())
+        );
     }));
 }
 
@@ -48,7 +51,11 @@ fn level_number(level: &Level) -> u8 {
 
 impl Subscriber for Bridge {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.enabled(meta) { Interest::always() } else { Interest::never() }
+        if self.enabled(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
     }
 
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
@@ -79,7 +86,11 @@ impl Subscriber for Bridge {
         let meta = event.metadata();
         let mut text = Message::default();
         event.record(&mut text);
-        self.logger.log(level_number(meta.level()), RStr::from(meta.target()), RStr::from(text.0.as_str()));
+        self.logger.log(
+            level_number(meta.level()),
+            RStr::from(meta.target()),
+            RStr::from(text.0.as_str()),
+        );
     }
 
     fn enter(&self, _span: &span::Id) {}

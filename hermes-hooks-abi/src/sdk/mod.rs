@@ -22,7 +22,9 @@ use abi_stable::{
     std_types::{ROption, RResult, RStr, RString},
 };
 
-use crate::core::{EventView, HookCallback, HookCallbackBox, HookCallback_TO, RegistrarMut, Reply, action};
+use crate::core::{
+    EventView, HookCallback, HookCallback_TO, HookCallbackBox, RegistrarMut, Reply, action,
+};
 use crate::hooks::{GatewayDispatchEvent, GatewayEvent, OutcomeKind};
 
 /// The interface version this SDK was built with (the crate version).
@@ -70,7 +72,11 @@ impl<'r> PluginContext<'r> {
     /// ```
     pub fn new(registrar: RegistrarMut<'r>) -> Self {
         let plugin_name = registrar.plugin_name().into_string();
-        PluginContext { registrar, plugin_name, next_name: None }
+        PluginContext {
+            registrar,
+            plugin_name,
+            next_name: None,
+        }
     }
 
     /// The name the host knows this plugin by (its `plugin.yaml` name).
@@ -106,7 +112,11 @@ impl<'r> PluginContext<'r> {
     /// });
     /// ```
     pub fn plugin_dir(&self) -> Option<std::path::PathBuf> {
-        let answer = self.registrar.host_call(RStr::from("plugin.dir"), RStr::from("{}")).into_result().ok()?;
+        let answer = self
+            .registrar
+            .host_call(RStr::from("plugin.dir"), RStr::from("{}"))
+            .into_result()
+            .ok()?;
         let dir: serde_json::Value = serde_json::from_str(answer.as_str()).ok()?;
         dir.as_str().map(std::path::PathBuf::from)
     }
@@ -123,7 +133,12 @@ impl<'r> PluginContext<'r> {
     /// ```
     pub fn data_file(&self, file_name: &str) -> std::path::PathBuf {
         let home = std::env::var_os("HERMES_HOME");
-        data::location::resolve(&self.config(), self.plugin_dir().as_deref(), home.as_deref(), file_name)
+        data::location::resolve(
+            &self.config(),
+            self.plugin_dir().as_deref(),
+            home.as_deref(),
+            file_name,
+        )
     }
 
     /// The `config` mapping of the plugin's `plugin.yaml`, as JSON (`Null` when absent).
@@ -181,9 +196,13 @@ impl<'r> PluginContext<'r> {
     where
         F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
     {
-        let name = self.next_name.take().unwrap_or_else(|| callback_name.to_string());
+        let name = self
+            .next_name
+            .take()
+            .unwrap_or_else(|| callback_name.to_string());
         let boxed: HookCallbackBox = HookCallback_TO::from_value(Guarded(callback), TD_Opaque);
-        self.registrar.register_hook(RStr::from(hook), RStr::from(name.as_str()), boxed);
+        self.registrar
+            .register_hook(RStr::from(hook), RStr::from(name.as_str()), boxed);
         self
     }
 
@@ -202,7 +221,9 @@ impl<'r> PluginContext<'r> {
         F: Fn(&GatewayEvent<'_, '_>) -> Result<(), String> + Send + Sync + 'static,
     {
         let name = self.take_name::<F>();
-        self.register_raw(event, &name, move |view| callback(&GatewayEvent::new(view)).map(|()| None))
+        self.register_raw(event, &name, move |view| {
+            callback(&GatewayEvent::new(view)).map(|()| None)
+        })
     }
 
     /// Registers a native gateway hook for `event` (`agent:start`, `command:*`, ...).
@@ -471,7 +492,9 @@ impl<'a> Json<'a> {
     /// assert!(hermes_hooks_abi::sdk::Json::new(Some("[1,2]")).value().is_array());
     /// ```
     pub fn value(&self) -> serde_json::Value {
-        self.text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(serde_json::Value::Null)
+        self.text
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(serde_json::Value::Null)
     }
 }
 
@@ -534,7 +557,11 @@ impl SessionStore<'_, '_> {
     }
 }
 
-fn host_call(view: &EventView<'_>, capability: &str, args: &serde_json::Value) -> Result<String, String> {
+fn host_call(
+    view: &EventView<'_>,
+    capability: &str,
+    args: &serde_json::Value,
+) -> Result<String, String> {
     let args = args.to_string();
     view.host
         .call(RStr::from(capability), RStr::from(args.as_str()))
@@ -587,10 +614,14 @@ pub fn __run_register<R: RegisterOutcome>(
 ) -> RResult<(), RString> {
     log::install(registrar.logger(), registrar.plugin_name().into_string());
     let mut ctx = PluginContext::new(registrar);
-    match catch_unwind(AssertUnwindSafe(|| register(&mut ctx).into_register_result())) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        register(&mut ctx).into_register_result()
+    })) {
         Ok(Ok(())) => RResult::ROk(()),
         Ok(Err(message)) => RResult::RErr(message.into()),
-        Err(payload) => RResult::RErr(format!("register() panicked: {}", panic_message(payload.as_ref())).into()),
+        Err(payload) => RResult::RErr(
+            format!("register() panicked: {}", panic_message(payload.as_ref())).into(),
+        ),
     }
 }
 
@@ -613,8 +644,9 @@ pub fn __root_module(
 
 /// `ABI_VERSION` as a C string, for the `hermes_plugin_abi_version` symbol.
 #[doc(hidden)]
-pub const __ABI_VERSION_CSTR: &std::ffi::CStr =
-    match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(s) => s,
-        Err(_) => panic!("the crate version contains a NUL byte"),
-    };
+pub const __ABI_VERSION_CSTR: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(s) => s,
+    Err(_) => panic!("the crate version contains a NUL byte"),
+};

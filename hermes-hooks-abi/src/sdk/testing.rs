@@ -10,8 +10,8 @@ use abi_stable::{
 };
 
 use crate::core::{
-    EventView, HookCallbackBox, HostLogger, HostLoggerBox, HostLogger_TO, no_host_calls,
-    Registrar, Registrar_TO,
+    EventView, HookCallbackBox, HostLogger, HostLogger_TO, HostLoggerBox, Registrar, Registrar_TO,
+    no_host_calls,
 };
 use crate::sdk::{PluginContext, RegisterOutcome};
 
@@ -103,21 +103,36 @@ impl LocalHostBuilder {
     }
 
     /// Runs `register` and keeps what it registered.
-    pub fn register<R: RegisterOutcome>(self, register: impl FnOnce(&mut PluginContext<'_>) -> R) -> LocalHost {
-        let mut local = LocalRegistrar { name: self.name, config: self.config, dir: self.dir, callbacks: Vec::new() };
+    pub fn register<R: RegisterOutcome>(
+        self,
+        register: impl FnOnce(&mut PluginContext<'_>) -> R,
+    ) -> LocalHost {
+        let mut local = LocalRegistrar {
+            name: self.name,
+            config: self.config,
+            dir: self.dir,
+            callbacks: Vec::new(),
+        };
         let result = {
             let registrar = Registrar_TO::from_ptr(&mut local, TD_Opaque);
             let mut ctx = PluginContext::new(registrar);
             register(&mut ctx).into_register_result()
         };
-        LocalHost { callbacks: local.callbacks, register_error: result.err() }
+        LocalHost {
+            callbacks: local.callbacks,
+            register_error: result.err(),
+        }
     }
 }
 
 impl LocalHost {
     /// A builder, to give the plugin a config and a directory.
     pub fn builder(plugin_name: &str) -> LocalHostBuilder {
-        LocalHostBuilder { name: plugin_name.to_string(), config: serde_json::Value::Null, dir: None }
+        LocalHostBuilder {
+            name: plugin_name.to_string(),
+            config: serde_json::Value::Null,
+            dir: None,
+        }
     }
 
     /// Runs `register` for a plugin called `plugin_name` and keeps what it registered.
@@ -151,7 +166,10 @@ impl LocalHost {
 
     /// The hook names registered, in registration order.
     pub fn hook_names(&self) -> Vec<&str> {
-        self.callbacks.iter().map(|(hook, _, _)| hook.as_str()).collect()
+        self.callbacks
+            .iter()
+            .map(|(hook, _, _)| hook.as_str())
+            .collect()
     }
 
     /// The callback names registered, in registration order.
@@ -162,7 +180,10 @@ impl LocalHost {
     /// assert!(host.callback_names()[0].ends_with("on_start"));
     /// ```
     pub fn callback_names(&self) -> Vec<&str> {
-        self.callbacks.iter().map(|(_, name, _)| name.as_str()).collect()
+        self.callbacks
+            .iter()
+            .map(|(_, name, _)| name.as_str())
+            .collect()
     }
 
     /// The error `register` returned, if any.
@@ -183,7 +204,12 @@ impl LocalHost {
         self.callbacks
             .iter()
             .filter(|(h, _, _)| h == hook)
-            .map(|(_, _, cb)| cb.call(&view).map(Into::into).map_err(RString::into_string).into_result())
+            .map(|(_, _, cb)| {
+                cb.call(&view)
+                    .map(Into::into)
+                    .map_err(RString::into_string)
+                    .into_result()
+            })
             .collect()
     }
 }
@@ -196,8 +222,14 @@ struct LocalRegistrar {
 }
 
 impl Registrar for LocalRegistrar {
-    fn register_hook(&mut self, hook: RStr<'_>, callback_name: RStr<'_>, callback: HookCallbackBox) {
-        self.callbacks.push((hook.to_string(), callback_name.to_string(), callback));
+    fn register_hook(
+        &mut self,
+        hook: RStr<'_>,
+        callback_name: RStr<'_>,
+        callback: HookCallbackBox,
+    ) {
+        self.callbacks
+            .push((hook.to_string(), callback_name.to_string(), callback));
     }
 
     fn host_abi_version(&self) -> RString {
@@ -211,9 +243,11 @@ impl Registrar for LocalRegistrar {
     fn host_call(&self, capability: RStr<'_>, _args_json: RStr<'_>) -> RResult<RString, RString> {
         match (capability.as_str(), &self.dir) {
             ("plugin.config", _) => RResult::ROk(self.config.to_string().into()),
-            ("plugin.dir", Some(dir)) => {
-                RResult::ROk(serde_json::Value::String(dir.display().to_string()).to_string().into())
-            }
+            ("plugin.dir", Some(dir)) => RResult::ROk(
+                serde_json::Value::String(dir.display().to_string())
+                    .to_string()
+                    .into(),
+            ),
             _ => RResult::RErr(RString::from(format!("unknown capability '{capability}'"))),
         }
     }
@@ -233,4 +267,3 @@ impl HostLogger for SilentLogger {
 
     fn log(&self, _level: u8, _target: RStr<'_>, _message: RStr<'_>) {}
 }
-

@@ -15,14 +15,30 @@ struct Pattern {
 }
 
 const PATTERNS: &[(&str, &str, &str)] = &[
-    ("recursive_delete", "recursive delete", r"\brm\s+(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\b"),
+    (
+        "recursive_delete",
+        "recursive delete",
+        r"\brm\s+(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\b",
+    ),
     ("sudo", "runs a command as root", r"(^|[;&|]\s*)sudo\b"),
     ("mkfs", "formats a filesystem", r"\bmkfs(\.\w+)?\b"),
     ("dd_device", "writes a raw device", r"\bdd\b.*\bof=/dev/"),
-    ("chmod_777", "makes files world-writable", r"\bchmod\s+(-R\s+)?777\b"),
-    ("pipe_to_shell", "pipes a download into a shell", r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z)?sh\b"),
+    (
+        "chmod_777",
+        "makes files world-writable",
+        r"\bchmod\s+(-R\s+)?777\b",
+    ),
+    (
+        "pipe_to_shell",
+        "pipes a download into a shell",
+        r"\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z)?sh\b",
+    ),
     ("fork_bomb", "fork bomb", r":\(\)\s*\{\s*:\|:&\s*\};:"),
-    ("git_force_push", "force-pushes git history", r"\bgit\s+push\b.*(--force|-f)\b"),
+    (
+        "git_force_push",
+        "force-pushes git history",
+        r"\bgit\s+push\b.*(--force|-f)\b",
+    ),
 ];
 
 /// The dangerous patterns `command` matches: `(keys, description of the first)`.
@@ -38,10 +54,19 @@ pub fn dangerous(command: &str) -> Option<(Vec<&'static str>, &'static str)> {
     let patterns = COMPILED.get_or_init(|| {
         PATTERNS
             .iter()
-            .filter_map(|(key, description, re)| Regex::new(re).ok().map(|regex| Pattern { key, description, regex }))
+            .filter_map(|(key, description, re)| {
+                Regex::new(re).ok().map(|regex| Pattern {
+                    key,
+                    description,
+                    regex,
+                })
+            })
             .collect()
     });
-    let hits: Vec<&Pattern> = patterns.iter().filter(|p| p.regex.is_match(command)).collect();
+    let hits: Vec<&Pattern> = patterns
+        .iter()
+        .filter(|p| p.regex.is_match(command))
+        .collect();
     let first = hits.first()?;
     Some((hits.iter().map(|p| p.key).collect(), first.description))
 }
@@ -70,7 +95,9 @@ impl std::str::FromStr for ApprovalMode {
             "always" => Ok(ApprovalMode::Always),
             "deny" => Ok(ApprovalMode::Deny),
             "prompt" => Ok(ApprovalMode::Prompt),
-            other => Err(format!("unknown approval mode '{other}' (valid: once, session, always, deny, prompt)")),
+            other => Err(format!(
+                "unknown approval mode '{other}' (valid: once, session, always, deny, prompt)"
+            )),
         }
     }
 }
@@ -85,7 +112,11 @@ pub struct Approver {
 impl Approver {
     /// An approver answering by `mode`; a prompt times out after `timeout`.
     pub fn new(mode: ApprovalMode, timeout: Duration) -> Approver {
-        Approver { mode, timeout, remembered: Mutex::new(HashSet::new()) }
+        Approver {
+            mode,
+            timeout,
+            remembered: Mutex::new(HashSet::new()),
+        }
     }
 
     /// Whether every pattern key was approved earlier for the session or for good.

@@ -24,6 +24,7 @@
 //! loop; failures of tools are tool results.
 
 pub mod approval;
+pub mod gateway_script;
 pub mod script;
 pub mod tools;
 pub mod trace;
@@ -38,6 +39,7 @@ use hermes_hooks_abi::hooks::payload::*;
 use serde_json::{Value, json};
 
 pub use approval::{ApprovalMode, Approver};
+pub use gateway_script::GatewayScript;
 pub use script::{Script, Step, ToolCall, Turn};
 pub use trace::{TraceFormat, TraceRecord, Tracer};
 
@@ -100,7 +102,9 @@ impl Session {
 /// A fresh session id: time plus a process-wide counter.
 pub fn new_session_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     format!("sess-{secs:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
@@ -140,7 +144,12 @@ impl Agent {
     pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
         let started = Instant::now();
         let outcome = self.registry.fire(hook, fields);
-        self.tracer.fired(hook, self.registry.entries(hook).len(), &outcome, started.elapsed());
+        self.tracer.fired(
+            hook,
+            self.registry.entries(hook).len(),
+            &outcome,
+            started.elapsed(),
+        );
         outcome
     }
 
@@ -156,7 +165,10 @@ impl Agent {
     fn gateway_base(&self, session: &Session) -> serde_json::Map<String, Value> {
         let mut ctx = serde_json::Map::new();
         ctx.insert("platform".into(), json!(session.platform));
-        ctx.insert("user_id".into(), json!(session.user_id.clone().unwrap_or_default()));
+        ctx.insert(
+            "user_id".into(),
+            json!(session.user_id.clone().unwrap_or_default()),
+        );
         ctx.insert("session_id".into(), json!(session.id));
         ctx
     }
@@ -184,20 +196,42 @@ impl Agent {
 
     /// Fires `on_session_finalize` for `session`.
     pub fn finalize(&self, session: &Session) {
-        let event = SessionFinalizeEvent { session_id: Some(&session.id), platform: &session.platform };
+        let event = SessionFinalizeEvent {
+            session_id: Some(&session.id),
+            platform: &session.platform,
+        };
         self.fire(SessionFinalizeEvent::HOOK, &event.fields());
     }
 
     /// Runs one turn: the user's message and the model's scripted `steps`.
-    pub fn run_turn(&self, session: &mut Session, user_message: &str, steps: &[Step]) -> TurnResult {
+    pub fn run_turn(
+        &self,
+        session: &mut Session,
+        user_message: &str,
+        steps: &[Step],
+    ) -> TurnResult {
         let is_first_turn = session.history.is_empty();
         if is_first_turn {
-            let event = SessionStartEvent { session_id: &session.id, model: &session.model, platform: &session.platform };
+            let event = SessionStartEvent {
+                session_id: &session.id,
+                model: &session.model,
+                platform: &session.platform,
+            };
             self.fire(SessionStartEvent::HOOK, &event.fields());
         }
-        self.transcript.line(session, &format!("user: {user_message}"));
+        self.transcript
+            .line(session, &format!("user: {user_message}"));
         let history = Value::Array(session.history.clone()).to_string();
-        let turn_id = format!("{}-t{}", session.id, session.history.iter().filter(|m| m["role"] == "user").count() + 1);
+        let turn_id = format!(
+            "{}-t{}",
+            session.id,
+            session
+                .history
+                .iter()
+                .filter(|m| m["role"] == "user")
+                .count()
+                + 1
+        );
         let event = PreLlmCallEvent {
             session_id: &session.id,
             user_message,
@@ -208,13 +242,17 @@ impl Agent {
             sender_id: session.user_id.as_deref(),
             turn_id: Some(&turn_id),
         };
-        let context = self.fire(PreLlmCallEvent::HOOK, &event.fields()).into_text();
+        let context = self
+            .fire(PreLlmCallEvent::HOOK, &event.fields())
+            .into_text();
         // What the model receives this turn; the history keeps the message without context.
         let model_input = match &context {
             Some(context) => format!("{user_message}\n\n{context}"),
             None => user_message.to_string(),
         };
-        session.history.push(json!({ "role": "user", "content": user_message }));
+        session
+            .history
+            .push(json!({ "role": "user", "content": user_message }));
         let mut start = self.gateway_base(session);
         start.insert("message".into(), json!(truncate_chars(user_message, 500)));
         if let Some(chat) = &session.chat_id {
@@ -242,7 +280,11 @@ impl Agent {
             };
             self.fire(ApiRequestEvent::HOOK, &api.fields());
             let calls = step.calls();
-            let finish_reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+            let finish_reason = if calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
             let after = ApiResponseEvent {
                 session_id: &session.id,
                 task_id: &session.id,
@@ -268,9 +310,14 @@ impl Agent {
             }
             let mut step_ctx = self.gateway_base(session);
             step_ctx.insert("iteration".into(), json!(i + 1));
-            step_ctx.insert("tool_names".into(), json!(calls.iter().map(|c| c.tool.clone()).collect::<Vec<_>>()));
+            step_ctx.insert(
+                "tool_names".into(),
+                json!(calls.iter().map(|c| c.tool.clone()).collect::<Vec<_>>()),
+            );
             self.emit("agent:step", Value::Object(step_ctx));
-            let ids: Vec<String> = (0..calls.len()).map(|k| format!("call-{}-{}-{}", session.history.len(), i + 1, k + 1)).collect();
+            let ids: Vec<String> = (0..calls.len())
+                .map(|k| format!("call-{}-{}-{}", session.history.len(), i + 1, k + 1))
+                .collect();
             session.history.push(json!({
                 "role": "assistant",
                 "content": null,
@@ -282,7 +329,9 @@ impl Agent {
                     break;
                 }
                 let result = self.tool_call(session, call, id, &turn_id);
-                session.history.push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
+                session
+                    .history
+                    .push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
             }
             if interrupted || self.interrupt.load(Ordering::SeqCst) {
                 interrupted = true;
@@ -295,12 +344,22 @@ impl Agent {
             if let Some(text) = response.take() {
                 let mut shown = text.clone();
                 if !text.is_empty() {
-                    let event = TransformLlmOutputEvent { response_text: &text, session_id: &session.id, model: &session.model, platform: &session.platform };
-                    if let Some(replaced) = self.fire(TransformLlmOutputEvent::HOOK, &event.fields()).into_text() {
+                    let event = TransformLlmOutputEvent {
+                        response_text: &text,
+                        session_id: &session.id,
+                        model: &session.model,
+                        platform: &session.platform,
+                    };
+                    if let Some(replaced) = self
+                        .fire(TransformLlmOutputEvent::HOOK, &event.fields())
+                        .into_text()
+                    {
                         shown = replaced;
                     }
                 }
-                session.history.push(json!({ "role": "assistant", "content": shown }));
+                session
+                    .history
+                    .push(json!({ "role": "assistant", "content": shown }));
                 let history = Value::Array(session.history.clone()).to_string();
                 let event = PostLlmCallEvent {
                     session_id: &session.id,
@@ -311,26 +370,46 @@ impl Agent {
                     platform: &session.platform,
                 };
                 self.fire(PostLlmCallEvent::HOOK, &event.fields());
-                self.transcript.line(session, &format!("assistant: {shown}"));
+                self.transcript
+                    .line(session, &format!("assistant: {shown}"));
                 response = Some(shown);
                 completed = true;
             }
         } else {
             self.transcript.line(session, "[interrupted]");
         }
-        let end = SessionEndEvent { session_id: &session.id, completed, interrupted, model: &session.model, platform: &session.platform };
+        let end = SessionEndEvent {
+            session_id: &session.id,
+            completed,
+            interrupted,
+            model: &session.model,
+            platform: &session.platform,
+        };
         self.fire(SessionEndEvent::HOOK, &end.fields());
         let mut end_ctx = start;
-        end_ctx.insert("response".into(), json!(truncate_chars(response.as_deref().unwrap_or(""), 500)));
+        end_ctx.insert(
+            "response".into(),
+            json!(truncate_chars(response.as_deref().unwrap_or(""), 500)),
+        );
         end_ctx.insert("model".into(), json!(session.model));
         end_ctx.insert("provider".into(), json!("scripted"));
         self.emit("agent:end", Value::Object(end_ctx));
-        TurnResult { response, completed, interrupted }
+        TurnResult {
+            response,
+            completed,
+            interrupted,
+        }
     }
 
     /// One tool call with its hooks: pre_tool_call, the tool, post_tool_call,
     /// transform_tool_result. Returns what the model sees.
-    fn tool_call(&self, session: &Session, call: &ToolCall, call_id: &str, turn_id: &str) -> String {
+    fn tool_call(
+        &self,
+        session: &Session,
+        call: &ToolCall,
+        call_id: &str,
+        turn_id: &str,
+    ) -> String {
         let args_text = call.args.to_string();
         let verdict: ToolVerdict = match self.fire(
             PreToolCallEvent::HOOK,
@@ -349,13 +428,16 @@ impl Agent {
         };
         let args = verdict.apply(&call.args);
         let args_text = args.to_string();
-        self.transcript.line(session, &format!("  -> {} {}", call.tool, args_text));
+        self.transcript
+            .line(session, &format!("  -> {} {}", call.tool, args_text));
         let started = Instant::now();
         let (result, status, error_type, error_message) = match verdict.error_result() {
             Some(blocked) => (blocked, "blocked", None, None),
             None => {
                 let result = self.run_tool(session, &call.tool, &args);
-                let failed = serde_json::from_str::<Value>(&result).ok().and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
+                let failed = serde_json::from_str::<Value>(&result)
+                    .ok()
+                    .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
                 match failed {
                     Some(message) => (result, "error", Some("ToolError"), Some(message)),
                     None => (result, "ok", None, None),
@@ -388,8 +470,14 @@ impl Agent {
             error_type,
             error_message: error_message.as_deref(),
         };
-        let result = self.fire(TransformToolResultEvent::HOOK, &transform.fields()).into_text().unwrap_or(result);
-        self.transcript.line(session, &format!("  <- {}", truncate_chars(&result, 300).replace('\n', "\\n")));
+        let result = self
+            .fire(TransformToolResultEvent::HOOK, &transform.fields())
+            .into_text()
+            .unwrap_or(result);
+        self.transcript.line(
+            session,
+            &format!("  <- {}", truncate_chars(&result, 300).replace('\n', "\\n")),
+        );
         result
     }
 
@@ -399,7 +487,9 @@ impl Agent {
             "read_file" => tools::read_file(&session.cwd, args),
             "write_file" => tools::write_file(&session.cwd, args),
             "delegate_task" => self.delegate(session, args),
-            other => tools::error(&format!("unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task)")),
+            other => tools::error(&format!(
+                "unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task)"
+            )),
         }
     }
 
@@ -410,7 +500,10 @@ impl Agent {
         if let Some((keys, description)) = approval::dangerous(command) {
             if !self.approver.remembered(&keys) {
                 let keys_json = json!(keys).to_string();
-                let session_key = session.chat_id.as_ref().map_or_else(|| session.id.clone(), |c| format!("{}:{c}", session.platform));
+                let session_key = session.chat_id.as_ref().map_or_else(
+                    || session.id.clone(),
+                    |c| format!("{}:{c}", session.platform),
+                );
                 let request = ApprovalRequestEvent {
                     command,
                     description,
@@ -432,15 +525,30 @@ impl Agent {
                 };
                 self.fire(ApprovalResponseEvent::HOOK, &response.fields());
                 if matches!(choice, "deny" | "timeout") {
-                    let why = if choice == "timeout" { "the approval timed out" } else { "the user denied it" };
+                    let why = if choice == "timeout" {
+                        "the approval timed out"
+                    } else {
+                        "the user denied it"
+                    };
                     return tools::error(&format!("command not run: {why} ({description})"));
                 }
             }
         }
-        let timeout = args["timeout"].as_u64().map_or(self.terminal_timeout, Duration::from_secs);
+        let timeout = args["timeout"]
+            .as_u64()
+            .map_or(self.terminal_timeout, Duration::from_secs);
         let run = tools::run_terminal(command, &session.cwd, timeout, &self.interrupt);
-        let event = TransformTerminalOutputEvent { command, output: &run.output, returncode: run.returncode, task_id: &session.id, env_type: "local" };
-        let output = self.fire(TransformTerminalOutputEvent::HOOK, &event.fields()).into_text().unwrap_or(run.output);
+        let event = TransformTerminalOutputEvent {
+            command,
+            output: &run.output,
+            returncode: run.returncode,
+            task_id: &session.id,
+            env_type: "local",
+        };
+        let output = self
+            .fire(TransformTerminalOutputEvent::HOOK, &event.fields())
+            .into_text()
+            .unwrap_or(run.output);
         let mut result = json!({ "output": tools::truncate(&output), "exit_code": run.returncode });
         if let Some(why) = run.stopped {
             result["error"] = json!(format!("command {why}"));
@@ -466,37 +574,48 @@ impl Agent {
                 Err(e) => return tools::error(&format!("cannot read child script: {e}")),
             }
         }
-        let outcomes: Vec<(Option<String>, String, &'static str, u64, String)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = children
-                .iter()
-                .map(|(script, role)| {
-                    scope.spawn(move || {
-                        let started = Instant::now();
-                        let mut child = Session::new(&script.model, &session.platform, &session.cwd);
-                        child.script_dir = script.dir.clone();
-                        let mut last = None;
-                        let mut status = "completed";
-                        for turn in &script.turns {
-                            let r = self.run_turn(&mut child, &turn.user, &turn.steps);
-                            if r.interrupted {
-                                status = "interrupted";
-                                break;
+        let outcomes: Vec<(Option<String>, String, &'static str, u64, String)> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = children
+                    .iter()
+                    .map(|(script, role)| {
+                        scope.spawn(move || {
+                            let started = Instant::now();
+                            let mut child =
+                                Session::new(&script.model, &session.platform, &session.cwd);
+                            child.script_dir = script.dir.clone();
+                            let mut last = None;
+                            let mut status = "completed";
+                            for turn in &script.turns {
+                                let r = self.run_turn(&mut child, &turn.user, &turn.steps);
+                                if r.interrupted {
+                                    status = "interrupted";
+                                    break;
+                                }
+                                if !r.completed {
+                                    status = "failed";
+                                }
+                                last = r.response;
                             }
-                            if !r.completed {
-                                status = "failed";
-                            }
-                            last = r.response;
-                        }
-                        self.finalize(&child);
-                        (role.clone(), last.unwrap_or_default(), status, started.elapsed().as_millis() as u64, child.id)
+                            self.finalize(&child);
+                            (
+                                role.clone(),
+                                last.unwrap_or_default(),
+                                status,
+                                started.elapsed().as_millis() as u64,
+                                child.id,
+                            )
+                        })
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or((None, String::new(), "failed", 0, String::new())))
-                .collect()
-        });
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or((None, String::new(), "failed", 0, String::new()))
+                    })
+                    .collect()
+            });
         let mut results = Vec::new();
         for (role, summary, status, ms, child_id) in &outcomes {
             let event = SubagentStopEvent {

@@ -97,7 +97,10 @@ impl Step {
     pub fn calls(&self) -> Vec<ToolCall> {
         let mut calls = Vec::new();
         if let Some(tool) = &self.tool {
-            calls.push(ToolCall { tool: tool.clone(), args: self.args.clone().unwrap_or_else(|| serde_json::json!({})) });
+            calls.push(ToolCall {
+                tool: tool.clone(),
+                args: self.args.clone().unwrap_or_else(|| serde_json::json!({})),
+            });
         }
         calls.extend(self.tools.iter().cloned());
         calls
@@ -132,7 +135,9 @@ impl Script {
         for (i, turn) in script.turns.iter().enumerate() {
             for (j, step) in turn.steps.iter().enumerate() {
                 if step.calls().is_empty() && step.final_text.is_none() && !step.echo {
-                    return Err(format!("turns[{i}].steps[{j}] has neither `tool`, `tools` nor `final`"));
+                    return Err(format!(
+                        "turns[{i}].steps[{j}] has neither `tool`, `tools` nor `final`"
+                    ));
                 }
             }
         }

@@ -30,13 +30,29 @@ pub struct TerminalRun {
 
 /// Runs `command` with `sh -c` in `cwd`, in its own process group, until it exits, its
 /// timeout passes, or `interrupt` is set (then the whole group is killed).
-pub fn run_terminal(command: &str, cwd: &Path, timeout: Duration, interrupt: &AtomicBool) -> TerminalRun {
+pub fn run_terminal(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    interrupt: &AtomicBool,
+) -> TerminalRun {
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(format!("exec 2>&1; {command}")).current_dir(cwd);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).process_group(0);
+    cmd.arg("-c")
+        .arg(format!("exec 2>&1; {command}"))
+        .current_dir(cwd);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
     let mut child = match cmd.spawn() {
         Ok(child) => child,
-        Err(e) => return TerminalRun { output: format!("cannot start sh: {e}"), returncode: -1, stopped: None },
+        Err(e) => {
+            return TerminalRun {
+                output: format!("cannot start sh: {e}"),
+                returncode: -1,
+                stopped: None,
+            };
+        }
     };
     let stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
@@ -80,7 +96,11 @@ pub fn run_terminal(command: &str, cwd: &Path, timeout: Duration, interrupt: &At
     unsafe { libc::killpg(pid, libc::SIGKILL) };
     let output = reader.join().unwrap_or_default();
     let returncode = status.and_then(|s| s.code()).map_or(-1, i64::from);
-    TerminalRun { output: String::from_utf8_lossy(&output).into_owned(), returncode, stopped }
+    TerminalRun {
+        output: String::from_utf8_lossy(&output).into_owned(),
+        returncode,
+        stopped,
+    }
 }
 
 /// Cuts `output` to [`TERMINAL_OUTPUT_LIMIT`] bytes (at a character boundary) with a note.
@@ -98,7 +118,11 @@ pub fn truncate(output: &str) -> String {
     while !output.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}\n[output truncated: {} bytes in all]", &output[..end], output.len())
+    format!(
+        "{}\n[output truncated: {} bytes in all]",
+        &output[..end],
+        output.len()
+    )
 }
 
 /// `read_file`: the file's text, or an error result.
@@ -129,7 +153,11 @@ pub fn write_file(cwd: &Path, args: &serde_json::Value) -> String {
 
 fn resolve(cwd: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
-    if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) }
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
 }
 
 /// A tool error result, `{"error": "<message>"}`, with the reference's spacing.
@@ -138,5 +166,8 @@ fn resolve(cwd: &Path, path: &str) -> PathBuf {
 /// assert_eq!(hermes_host::agent::tools::error("no"), r#"{"error": "no"}"#);
 /// ```
 pub fn error(message: &str) -> String {
-    format!("{{\"error\": {}}}", serde_json::Value::String(message.to_string()))
+    format!(
+        "{{\"error\": {}}}",
+        serde_json::Value::String(message.to_string())
+    )
 }

@@ -25,7 +25,9 @@ impl std::str::FromStr for TraceFormat {
             "off" => Ok(TraceFormat::Off),
             "text" => Ok(TraceFormat::Text),
             "json" => Ok(TraceFormat::Json),
-            other => Err(format!("unknown trace format '{other}' (valid: text, json, off)")),
+            other => Err(format!(
+                "unknown trace format '{other}' (valid: text, json, off)"
+            )),
         }
     }
 }
@@ -65,7 +67,11 @@ pub struct Tracer {
 impl Tracer {
     /// A tracer writing `format` to `out`.
     pub fn new(format: TraceFormat, out: Box<dyn Write + Send>) -> Tracer {
-        Tracer { format, out: Mutex::new(out), kept: Mutex::new(Vec::new()) }
+        Tracer {
+            format,
+            out: Mutex::new(out),
+            kept: Mutex::new(Vec::new()),
+        }
     }
 
     /// Every record so far.
@@ -103,7 +109,9 @@ impl Tracer {
 
     fn write(&self, record: TraceRecord) {
         // A hook nobody listens to is noise in the readable trace; JSON keeps every firing.
-        let quiet = self.format == TraceFormat::Text && record.kind == "fire" && record.callbacks == Some(0);
+        let quiet = self.format == TraceFormat::Text
+            && record.kind == "fire"
+            && record.callbacks == Some(0);
         if self.format != TraceFormat::Off && !quiet {
             let line = match self.format {
                 TraceFormat::Json => serde_json::to_string(&record).unwrap_or_default(),
@@ -139,8 +147,15 @@ fn text_line(r: &TraceRecord) -> String {
     let took = format!("{:.2} ms", r.duration_us as f64 / 1000.0);
     match (r.kind, &r.callback) {
         ("callback", Some(cb)) => {
-            let decision = r.error.as_ref().map_or_else(|| r.decision.clone(), |e| format!("raised: {e}"));
-            format!("[trace]   {:<7} {cb}: {}  ({took})", r.system, one_line(&decision))
+            let decision = r
+                .error
+                .as_ref()
+                .map_or_else(|| r.decision.clone(), |e| format!("raised: {e}"));
+            format!(
+                "[trace]   {:<7} {cb}: {}  ({took})",
+                r.system,
+                one_line(&decision)
+            )
         }
         ("gateway", _) => format!("[trace] gateway {}: {}", r.hook, r.decision),
         _ => format!("[trace] {} -> {}  ({took})", r.hook, one_line(&r.decision)),
@@ -149,7 +164,11 @@ fn text_line(r: &TraceRecord) -> String {
 
 fn one_line(text: &str) -> String {
     let flat = text.replace('\n', "\\n");
-    if flat.chars().count() > 160 { format!("{}...", flat.chars().take(157).collect::<String>()) } else { flat }
+    if flat.chars().count() > 160 {
+        format!("{}...", flat.chars().take(157).collect::<String>())
+    } else {
+        flat
+    }
 }
 
 /// A combined outcome in words.
@@ -163,7 +182,10 @@ pub fn describe(outcome: &Outcome) -> String {
         Outcome::Observed => "observed (answers are ignored for this hook)".into(),
         Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
             (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
-            (None, Some(args)) => format!("allowed, arguments modified: {}", serde_json::Value::Object(args.clone())),
+            (None, Some(args)) => format!(
+                "allowed, arguments modified: {}",
+                serde_json::Value::Object(args.clone())
+            ),
             (None, None) => "allowed".into(),
         },
         Outcome::Context(Some(text)) => format!("context: {text}"),
@@ -171,8 +193,12 @@ pub fn describe(outcome: &Outcome) -> String {
         Outcome::Replace(Some(text)) => format!("replaced with: {text}"),
         Outcome::Replace(None) => "unchanged".into(),
         Outcome::Dispatch(DispatchVerdict::Dispatch) => "dispatch".into(),
-        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => format!("skipped by {by}: {reason}"),
-        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => format!("rewritten by {by}: {text}"),
+        Outcome::Dispatch(DispatchVerdict::Skip { reason, by }) => {
+            format!("skipped by {by}: {reason}")
+        }
+        Outcome::Dispatch(DispatchVerdict::Rewrite { text, by }) => {
+            format!("rewritten by {by}: {text}")
+        }
         Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
     }
 }

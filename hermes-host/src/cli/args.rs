@@ -41,7 +41,7 @@ pub enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
-    /// Shell hooks (the hooks: block of config.yaml): list, test, revoke, doctor, allow, fire.
+    /// Shell hooks (the hooks: block of config.yaml): list, test, revoke, doctor, allow, fire, schema.
     Hooks {
         #[command(subcommand)]
         command: Option<HooksCommand>,
@@ -105,7 +105,7 @@ pub enum PluginsCommand {
     },
 }
 
-/// `hermes gateway ...`. One variant per action; running the gateway itself comes later.
+/// `hermes gateway ...`. One variant per action.
 #[derive(Subcommand, Debug)]
 pub enum GatewayCommand {
     /// List the gateway hooks that loaded, and why the others did not.
@@ -125,6 +125,51 @@ pub enum GatewayCommand {
         #[arg(long, value_name = "SECS", default_value_t = 30.0)]
         deadline: f64,
     },
+    /// Run the agent behind a local message gateway (a loopback TCP and/or stdin adapter).
+    Run(GatewayRunArgs),
+}
+
+/// `hermes gateway run`.
+#[derive(Args, Debug)]
+#[command(group(
+    clap::ArgGroup::new("adapter").required(true).multiple(true).args(["listen", "stdin"])
+))]
+pub struct GatewayRunArgs {
+    /// Listen for JSON-lines clients on this loopback address (port 0: any free port); the
+    /// bound address is the first line on stdout.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Read JSON-lines messages from stdin and write answers to stdout; end of input stops
+    /// the gateway (after every message is answered).
+    #[arg(long)]
+    pub stdin: bool,
+    /// The scripted model (YAML: model, replies of {match, steps}); default: echo.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// The platform of messages that name none.
+    #[arg(long, default_value = "local", value_name = "NAME")]
+    pub platform: String,
+    /// End a session after this many seconds without a message.
+    #[arg(long, value_name = "SECS")]
+    pub idle_timeout: Option<f64>,
+    /// How dangerous terminal commands are approved: once, session, always or deny.
+    #[arg(long, default_value = "deny", value_name = "MODE")]
+    pub approvals: String,
+    /// The trace of every hook firing: text, json or off.
+    #[arg(long, default_value = "text", value_name = "FORMAT")]
+    pub trace: String,
+    /// Write the trace to FILE instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub trace_file: Option<PathBuf>,
+    /// The directory tools run in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Seconds a terminal command may run.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub terminal_timeout: u64,
+    /// Seconds gateway hooks get at shutdown to deliver their queued events.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub shutdown_deadline: f64,
 }
 
 /// `hermes hooks ...`: inspect and manage shell hooks.
@@ -191,6 +236,14 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Print the JSON Schema of an event's payload (what a hook reads on stdin).
+    Schema {
+        /// The event, such as pre_tool_call.
+        event: String,
+        /// Print the schema of the answer a hook may print on stdout instead.
+        #[arg(long)]
+        answer: bool,
     },
 }
 

@@ -48,5 +48,10 @@ pub fn load_hooks(settings: &Settings, trace: Option<Arc<dyn TraceSink>>) -> Loa
         };
         shell_report = shell::register_from_config(&settings.home, &config, consent, &mut registry);
     }
-    Loaded { registry, config, plugins, shell: shell_report }
+    Loaded {
+        registry,
+        config,
+        plugins,
+        shell: shell_report,
+    }
 }

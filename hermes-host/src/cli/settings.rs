@@ -30,11 +30,18 @@ impl Settings {
         unsafe { std::env::set_var("HERMES_HOME", home.root()) };
         let flag = |name: &str| std::env::var(name).is_ok_and(|v| is_truthy(&v));
         let project_dir = flag("HERMES_ENABLE_PROJECT_PLUGINS")
-            .then(|| std::env::current_dir().ok().map(|d| d.join(".hermes").join("plugins")))
+            .then(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|d| d.join(".hermes").join("plugins"))
+            })
             .flatten();
         Settings {
             home,
-            discover: DiscoverOptions { safe_mode: args.safe_mode || flag("HERMES_SAFE_MODE"), project_dir },
+            discover: DiscoverOptions {
+                safe_mode: args.safe_mode || flag("HERMES_SAFE_MODE"),
+                project_dir,
+            },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
         }
     }

@@ -30,7 +30,9 @@ pub struct Candidate {
 impl Candidate {
     /// The manifest name, or the key when the manifest is broken.
     pub fn name(&self) -> &str {
-        self.manifest.as_ref().map_or(self.key.as_str(), |m| m.name.as_str())
+        self.manifest
+            .as_ref()
+            .map_or(self.key.as_str(), |m| m.name.as_str())
     }
 }
 
@@ -70,7 +72,12 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
     for source in sources {
         for (key, dir) in scan(&source) {
             let manifest = Manifest::read(&dir);
-            let candidate = Candidate { key: key.clone(), dir, manifest, status: Status::Enabled };
+            let candidate = Candidate {
+                key: key.clone(),
+                dir,
+                manifest,
+                status: Status::Enabled,
+            };
             match found.iter_mut().find(|c| c.key == key) {
                 Some(existing) => *existing = candidate,
                 None => found.push(candidate),
@@ -89,7 +96,10 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
             Status::Skipped("disabled via config".into())
         } else if !enabled.as_deref().is_some_and(listed) {
             tracing::debug!("Skipping '{}' (not in plugins.enabled)", c.key);
-            Status::Skipped(format!("not enabled in config (run `hermes plugins enable {}` to activate)", c.key))
+            Status::Skipped(format!(
+                "not enabled in config (run `hermes plugins enable {}` to activate)",
+                c.key
+            ))
         } else if let Some((_, first)) = names_seen.iter().find(|(n, _)| *n == name) {
             Status::Skipped(format!(
                 "duplicate plugin name '{name}': {} declares the same name as {}; rename one of them",
@@ -125,7 +135,9 @@ fn scan(root: &Path) -> Vec<(String, PathBuf)> {
 }
 
 fn sorted_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut dirs: Vec<(String, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().is_dir())

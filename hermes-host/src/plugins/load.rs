@@ -8,7 +8,9 @@ use std::sync::{Mutex, OnceLock};
 use abi_stable::library::lib_header_from_path;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RStr, RString};
-use hermes_hooks_abi::core::{HookCallbackBox, HostLoggerBox, HostLogger_TO, PluginModRef, Registrar, Registrar_TO};
+use hermes_hooks_abi::core::{
+    HookCallbackBox, HostLogger_TO, HostLoggerBox, PluginModRef, Registrar, Registrar_TO,
+};
 
 use super::manifest::Manifest;
 use crate::logging::PluginLogger;
@@ -70,20 +72,35 @@ fn check_and_load(path: &Path, name: &str) -> Result<PluginModRef, String> {
     }
     // SAFETY: loading a library runs its initialisers; a plugin directory is trusted by
     // placement, as in the reference. The library is never unloaded (forgotten below).
-    let lib = unsafe { libloading::Library::new(path) }
-        .map_err(|e| format!("{shown}: plugin '{name}' cannot be loaded: {e}"))?;
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+        // The loader's text usually starts with the path again.
+        let why = e.to_string();
+        let why = why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why).to_string();
+        format!(
+            "{shown}: plugin '{name}' cannot be loaded ({why}); it must be a shared library built for this machine: rebuild it with `cargo build --release` from a crate with crate-type = [\"cdylib\"]"
+        )
+    })?;
     let plugin_version = read_c_string(&lib, b"hermes_plugin_abi_version\0");
-    let is_abi_stable = unsafe { lib.get::<*const u8>(abi_stable::library::ROOT_MODULE_LOADER_NAME_WITH_NUL.as_bytes()) }.is_ok();
+    let is_abi_stable = unsafe {
+        lib.get::<*const u8>(abi_stable::library::ROOT_MODULE_LOADER_NAME_WITH_NUL.as_bytes())
+    }
+    .is_ok();
     std::mem::forget(lib);
     let Some(plugin_version) = plugin_version else {
         return Err(if is_abi_stable {
-            format!("{shown}: plugin '{name}' is an abi_stable library but not a hermes plugin (no `hermes_plugin_abi_version` symbol); export it with `hermes_hooks_abi::export_plugin!(register)`")
+            format!(
+                "{shown}: plugin '{name}' is an abi_stable library but not a hermes plugin (no `hermes_plugin_abi_version` symbol); export it with `hermes_hooks_abi::export_plugin!(register)`"
+            )
         } else {
-            format!("{shown}: plugin '{name}' is not a hermes plugin (it exports no `hermes_plugin_abi_version`); build it from a crate with crate-type = [\"cdylib\"] that calls `hermes_hooks_abi::export_plugin!(register)`")
+            format!(
+                "{shown}: plugin '{name}' is not a hermes plugin (it exports no `hermes_plugin_abi_version`); build it from a crate with crate-type = [\"cdylib\"] that calls `hermes_hooks_abi::export_plugin!(register)`"
+            )
         });
     };
     let incompatible = |reason: &str| {
-        format!("{shown}: plugin '{name}' was built against hermes-hooks-abi {plugin_version}, this host speaks {HOST_ABI_VERSION}: {reason}")
+        format!(
+            "{shown}: plugin '{name}' was built against hermes-hooks-abi {plugin_version}, this host speaks {HOST_ABI_VERSION}: {reason}"
+        )
     };
     if major(&plugin_version) != major(HOST_ABI_VERSION) {
         return Err(incompatible(&format!(
@@ -91,15 +108,25 @@ fn check_and_load(path: &Path, name: &str) -> Result<PluginModRef, String> {
             major(HOST_ABI_VERSION)
         )));
     }
-    let header = lib_header_from_path(path).map_err(|e| incompatible(&decisive_lines(&e.to_string())))?;
-    header.init_root_module::<PluginModRef>().map_err(|e| incompatible(&decisive_lines(&e.to_string())))
+    // Same major, different layout: a plugin built against a modified or mismatched copy of
+    // the interface (a fork, another abi_stable). abi_stable's report ends with the reason.
+    let layout = |e: abi_stable::library::LibraryError| {
+        incompatible(&format!(
+            "{}; rebuild the plugin against hermes-hooks-abi {HOST_ABI_VERSION}",
+            decisive_lines(&e.to_string())
+        ))
+    };
+    let header = lib_header_from_path(path).map_err(layout)?;
+    header.init_root_module::<PluginModRef>().map_err(layout)
 }
 
 fn read_c_string(lib: &libloading::Library, symbol: &[u8]) -> Option<String> {
     // SAFETY: export_plugin! defines this symbol as `extern "C" fn() -> *const c_char`
     // returning a pointer to a static NUL-terminated string.
     unsafe {
-        let f = lib.get::<extern "C" fn() -> *const std::ffi::c_char>(symbol).ok()?;
+        let f = lib
+            .get::<extern "C" fn() -> *const std::ffi::c_char>(symbol)
+            .ok()?;
         let ptr = f();
         if ptr.is_null() {
             return None;
@@ -114,7 +141,11 @@ fn major(version: &str) -> &str {
 
 /// abi_stable's reports run to hundreds of lines; the reason is in the last few.
 fn decisive_lines(report: &str) -> String {
-    let lines: Vec<&str> = report.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = report
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let tail = &lines[lines.len().saturating_sub(3)..];
     tail.join(" | ")
 }
@@ -128,7 +159,10 @@ pub fn register(library: Library, manifest: &Manifest, dir: &Path) -> Registrati
         hooks: Vec::new(),
     };
     let result = (library.module.register())(Registrar_TO::from_ptr(&mut registrar, TD_Opaque));
-    Registration { hooks: registrar.hooks, error: result.err().map(RString::into_string).into() }
+    Registration {
+        hooks: registrar.hooks,
+        error: result.err().map(RString::into_string).into(),
+    }
 }
 
 struct HostRegistrar {
@@ -139,8 +173,14 @@ struct HostRegistrar {
 }
 
 impl Registrar for HostRegistrar {
-    fn register_hook(&mut self, hook: RStr<'_>, callback_name: RStr<'_>, callback: HookCallbackBox) {
-        self.hooks.push((hook.to_string(), callback_name.to_string(), callback));
+    fn register_hook(
+        &mut self,
+        hook: RStr<'_>,
+        callback_name: RStr<'_>,
+        callback: HookCallbackBox,
+    ) {
+        self.hooks
+            .push((hook.to_string(), callback_name.to_string(), callback));
     }
 
     fn host_abi_version(&self) -> RString {
@@ -153,7 +193,11 @@ impl Registrar for HostRegistrar {
 
     fn host_call(&self, capability: RStr<'_>, _args_json: RStr<'_>) -> RResult<RString, RString> {
         match capability.as_str() {
-            "plugin.dir" => RResult::ROk(serde_json::Value::String(self.dir.display().to_string()).to_string().into()),
+            "plugin.dir" => RResult::ROk(
+                serde_json::Value::String(self.dir.display().to_string())
+                    .to_string()
+                    .into(),
+            ),
             "plugin.config" => RResult::ROk(self.config.to_string().into()),
             other => RResult::RErr(format!("unknown capability '{other}'").into()),
         }

@@ -40,7 +40,8 @@ impl Manifest {
     /// lacks `library`.
     pub fn read(dir: &Path) -> Result<Manifest, String> {
         let path = manifest_path(dir).unwrap_or_else(|| dir.join("plugin.yaml"));
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("Failed to parse {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("Failed to parse {}: {e}", path.display()))?;
         Manifest::parse(&text, dir).map_err(|e| format!("Failed to parse {}: {e}", path.display()))
     }
 
@@ -53,30 +54,54 @@ impl Manifest {
         let value: Value = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         let map = match value {
             Value::Mapping(map) => map,
-            Value::Null => return Err("the file is empty; it needs at least `name` and `library`".into()),
-            other => return Err(format!("the top level must be a mapping, not {}", yaml_type_name(&other))),
+            Value::Null => {
+                return Err("the file is empty; it needs at least `name` and `library`".into());
+            }
+            other => {
+                return Err(format!(
+                    "the top level must be a mapping, not {}",
+                    yaml_type_name(&other)
+                ));
+            }
         };
         let text_of = |key: &str| -> String {
             match map.get(key) {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Number(n)) => n.to_string(),
-                Some(Value::Bool(b)) => if *b { "True".into() } else { "False".into() },
+                Some(Value::Bool(b)) => {
+                    if *b {
+                        "True".into()
+                    } else {
+                        "False".into()
+                    }
+                }
                 _ => String::new(),
             }
         };
-        let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let name = Some(text_of("name")).filter(|n| !n.trim().is_empty()).unwrap_or(dir_name);
+        let dir_name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = Some(text_of("name"))
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or(dir_name);
         let library = text_of("library");
         if library.trim().is_empty() {
             let guess = format!("lib{}.so", name.replace('-', "_"));
-            return Err(format!("missing the `library` field; add `library: {guess}` (the file cargo builds in target/release/)"));
+            return Err(format!(
+                "missing the `library` field; add `library: {guess}` (the file cargo builds in target/release/)"
+            ));
         }
         let provides_hooks = match map.get("provides_hooks") {
-            Some(Value::Sequence(items)) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+            Some(Value::Sequence(items)) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
             _ => Vec::new(),
         };
         let config = match map.get("config") {
-            Some(v) => serde_json::to_value(v).map_err(|e| format!("`config` cannot be read as JSON: {e}"))?,
+            Some(v) => serde_json::to_value(v)
+                .map_err(|e| format!("`config` cannot be read as JSON: {e}"))?,
             None => serde_json::Value::Null,
         };
         Ok(Manifest {
@@ -93,5 +118,8 @@ impl Manifest {
 
 /// `<dir>/plugin.yaml` or `<dir>/plugin.yml`, whichever exists.
 pub(crate) fn manifest_path(dir: &Path) -> Option<PathBuf> {
-    ["plugin.yaml", "plugin.yml"].iter().map(|f| dir.join(f)).find(|p| p.is_file())
+    ["plugin.yaml", "plugin.yml"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.is_file())
 }

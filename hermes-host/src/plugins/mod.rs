@@ -10,7 +10,7 @@ mod discover;
 mod load;
 mod manifest;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use discover::{Candidate, DiscoverOptions, Status, discover};
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
@@ -85,15 +85,28 @@ pub struct LoadReport {
 ///     println!("{} {}", p.name, if p.loaded() { "loaded" } else { "not loaded" });
 /// }
 /// ```
-pub fn load_all(home: &Home, config: &Config, options: &DiscoverOptions, registry: &mut Registry) -> LoadReport {
+pub fn load_all(
+    home: &Home,
+    config: &Config,
+    options: &DiscoverOptions,
+    registry: &mut Registry,
+) -> LoadReport {
     let mut report = LoadReport::default();
     for candidate in discover(home, config, options) {
         let mut entry = PluginReport {
             key: candidate.key.clone(),
             name: candidate.name().to_string(),
-            version: candidate.manifest.as_ref().map(|m| m.version.clone()).unwrap_or_default(),
+            version: candidate
+                .manifest
+                .as_ref()
+                .map(|m| m.version.clone())
+                .unwrap_or_default(),
             dir: candidate.dir.clone(),
-            library: candidate.manifest.as_ref().ok().map(|m| candidate.dir.join(&m.library)),
+            library: candidate
+                .manifest
+                .as_ref()
+                .ok()
+                .map(|m| candidate.dir.join(&m.library)),
             error: None,
             hooks: Vec::new(),
             unknown_hooks: Vec::new(),
@@ -129,18 +142,56 @@ pub fn load_all(home: &Home, config: &Config, options: &DiscoverOptions, registr
         };
         entry.abi_version = Some(library.abi_version().to_string());
         entry.build_profile = Some(library.build_profile().to_string());
-        if library.build_profile() == "debug" && !cfg!(debug_assertions) {
-            tracing::warn!(
-                "{}: plugin '{}' is a debug build loaded into a release host; it works, but its hooks run unoptimised (build it with `cargo build --release`)",
-                path.display(),
-                manifest.name
-            );
+        if let Some(warning) = debug_build_warning(
+            &path,
+            &manifest.name,
+            library.build_profile(),
+            !cfg!(debug_assertions),
+        ) {
+            tracing::warn!("{warning}");
         }
         let registration = register(library, manifest, &candidate.dir);
-        add_registration(&mut report, &mut entry, registration, registry, &manifest.name);
+        add_registration(
+            &mut report,
+            &mut entry,
+            registration,
+            registry,
+            &manifest.name,
+            &path,
+        );
         report.plugins.push(entry);
     }
     report
+}
+
+/// The warning for a plugin built in debug mode loaded into a release host, where it
+/// matters: its hooks run unoptimised on the agent's hot path. `None` when there is nothing
+/// to say (a release plugin, or a debug host, where tests and development run).
+fn debug_build_warning(
+    library: &Path,
+    plugin: &str,
+    profile: &str,
+    host_is_release: bool,
+) -> Option<String> {
+    (profile == "debug" && host_is_release).then(|| {
+        format!(
+            "{}: plugin '{plugin}' is a debug build loaded into a release host; it works, but its hooks run unoptimised: rebuild it with `cargo build --release` (or reinstall it with `hermes plugins install <crate dir>`)",
+            library.display()
+        )
+    })
+}
+
+/// What `register` returned, as one line that names the library; a panic also says how to
+/// find where it happened (the plugin's panic hook logs the location at debug level).
+fn register_error(library: &Path, error: &str) -> String {
+    if error.starts_with("register() panicked: ") {
+        format!(
+            "{}: {error}; run with HERMES_LOG=debug to see where",
+            library.display()
+        )
+    } else {
+        format!("{}: register() failed: {error}", library.display())
+    }
 }
 
 fn add_registration(
@@ -149,10 +200,16 @@ fn add_registration(
     registration: Registration,
     registry: &mut Registry,
     plugin: &str,
+    library: &Path,
 ) {
     for (hook, callback_name, callback) in registration.hooks {
         if hook.contains(':') {
-            report.gateway_handlers.push(GatewayHandler { plugin: plugin.to_string(), event: hook, callback_name, callback });
+            report.gateway_handlers.push(GatewayHandler {
+                plugin: plugin.to_string(),
+                event: hook,
+                callback_name,
+                callback,
+            });
             continue;
         }
         if hermes_hooks_abi::hooks::spec(&hook).is_none() {
@@ -166,7 +223,45 @@ fn add_registration(
         registry.add_native(&hook, plugin, &callback_name, callback);
     }
     if let Some(error) = registration.error {
+        let error = register_error(library, &error);
         tracing::warn!("Failed to load plugin '{plugin}': {error}");
         entry.error = Some(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debug_plugin_in_a_release_host_is_one_line_with_the_fix() {
+        let warning =
+            debug_build_warning(Path::new("/h/plugins/x/libx.so"), "x", "debug", true).unwrap();
+        assert_eq!(
+            warning,
+            "/h/plugins/x/libx.so: plugin 'x' is a debug build loaded into a release host; it works, but its hooks run unoptimised: rebuild it with `cargo build --release` (or reinstall it with `hermes plugins install <crate dir>`)"
+        );
+        assert_eq!(warning.lines().count(), 1);
+    }
+
+    #[test]
+    fn a_debug_plugin_is_no_matter_in_a_debug_host_nor_a_release_plugin_anywhere() {
+        let lib = Path::new("libx.so");
+        assert_eq!(debug_build_warning(lib, "x", "debug", false), None);
+        assert_eq!(debug_build_warning(lib, "x", "release", true), None);
+        assert_eq!(debug_build_warning(lib, "x", "release", false), None);
+    }
+
+    #[test]
+    fn register_errors_name_the_library_and_a_panic_says_how_to_find_it() {
+        let lib = Path::new("/h/plugins/x/libx.so");
+        assert_eq!(
+            register_error(lib, "register() panicked: boom"),
+            "/h/plugins/x/libx.so: register() panicked: boom; run with HERMES_LOG=debug to see where"
+        );
+        assert_eq!(
+            register_error(lib, "needs config.log"),
+            "/h/plugins/x/libx.so: register() failed: needs config.log"
+        );
     }
 }

@@ -29,11 +29,13 @@ pub fn register(ctx: &mut PluginContext) {
 pub fn log_events(ctx: &mut PluginContext, path: &Path) {
     for pattern in PATTERNS {
         let path = path.to_path_buf();
-        ctx.named("log_event").try_on_gateway_event(pattern, move |e| {
-            let line = entry(e.event_type(), e.context().value(), SystemTime::now());
-            // The gateway prints an error as `[hooks] Error in handler for '<event>': ...`.
-            append(&path, &line).map_err(|err| format!("cannot append to {}: {err}", path.display()))
-        });
+        ctx.named("log_event")
+            .try_on_gateway_event(pattern, move |e| {
+                let line = entry(e.event_type(), e.context().value(), SystemTime::now());
+                // The gateway prints an error as `[hooks] Error in handler for '<event>': ...`.
+                append(&path, &line)
+                    .map_err(|err| format!("cannot append to {}: {err}", path.display()))
+            });
     }
 }
 

@@ -1,4 +1,6 @@
-//! `hermes gateway hooks | emit`.
+//! `hermes gateway hooks | emit | run`.
+
+mod run;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -21,6 +23,7 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
             context,
             deadline,
         } => emit(settings, &event, context.as_deref(), deadline),
+        GatewayCommand::Run(args) => run::run(args, settings),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `hermes hooks list | test | revoke | doctor | allow | fire`: shell hooks.
+//! `hermes hooks list | test | revoke | doctor | allow | fire | schema`: shell hooks.
 //!
 //! Texts and exit codes follow the reference's `hermes hooks` (every subcommand exits 0,
 //! even when it reports problems), except that messages name the real config path instead
@@ -21,9 +21,21 @@ use serde_json::{Map, Value, json};
 use hermes_host::agent::trace::describe;
 
 use crate::cli::ExitStatus;
-use crate::cli::load::load_hooks;
 use crate::cli::args::HooksCommand;
+use crate::cli::load::load_hooks;
 use crate::cli::settings::Settings;
+
+/// `hermes hooks schema <event> [--answer]`: the JSON Schema of the event's payload, or of
+/// its answer, exactly as committed under `schema/shell/`.
+fn schema(event: &str, answer: bool) -> anyhow::Result<ExitStatus> {
+    let schema = if answer {
+        hermes_host::schema::answer_schema(event)
+    } else {
+        hermes_host::schema::payload_schema(event)
+    }?;
+    println!("{}", serde_json::to_string_pretty(&schema)?);
+    Ok(ExitStatus::Success)
+}
 
 pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let Some(command) = command else {
@@ -46,6 +58,7 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             json,
         ),
         HooksCommand::Revoke { command, json } => revoke(settings, &command, json),
+        HooksCommand::Schema { event, answer } => schema(&event, answer),
         HooksCommand::Doctor { json } => doctor(settings, json),
         HooksCommand::Allow {
             command,

@@ -22,8 +22,17 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
         PluginsCommand::List { json } => list(settings, json),
         PluginsCommand::Enable { name, json } => set_enabled(settings, &name, true, json),
         PluginsCommand::Disable { name, json } => set_enabled(settings, &name, false, json),
-        PluginsCommand::Install { crate_dir, debug, json } => install(settings, &crate_dir, debug, json),
-        PluginsCommand::Fire { hook, payload, payload_file, json } => {
+        PluginsCommand::Install {
+            crate_dir,
+            debug,
+            json,
+        } => install(settings, &crate_dir, debug, json),
+        PluginsCommand::Fire {
+            hook,
+            payload,
+            payload_file,
+            json,
+        } => {
             let text = match (payload, payload_file) {
                 (Some(text), _) => text,
                 (None, Some(file)) => std::fs::read_to_string(&file)
@@ -68,25 +77,39 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         println!("Install one with `hermes plugins install <crate dir>`.");
         return Ok(ExitStatus::Success);
     }
-    println!("Plugins in {} (host interface {HOST_ABI_VERSION}):", dir.display());
+    println!(
+        "Plugins in {} (host interface {HOST_ABI_VERSION}):",
+        dir.display()
+    );
     println!();
     for p in &report.plugins {
         let state = match &p.error {
             None => "enabled".to_string(),
             Some(why) => format!("not loaded: {why}"),
         };
-        let version = if p.version.is_empty() { String::new() } else { format!(" {}", p.version) };
+        let version = if p.version.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", p.version)
+        };
         println!("  {}{version}  {state}", p.key);
         if let Some(lib) = &p.library {
             match (&p.abi_version, &p.build_profile) {
                 (Some(abi), Some(profile)) => {
-                    println!("      library: {} (interface {abi}, {profile})", lib.display())
+                    println!(
+                        "      library: {} (interface {abi}, {profile})",
+                        lib.display()
+                    )
                 }
                 _ => println!("      library: {}", lib.display()),
             }
         }
         if p.loaded() || !p.hooks.is_empty() {
-            let hooks = if p.hooks.is_empty() { "(none)".to_string() } else { p.hooks.join(", ") };
+            let hooks = if p.hooks.is_empty() {
+                "(none)".to_string()
+            } else {
+                p.hooks.join(", ")
+            };
             println!("      hooks: {hooks}");
         }
         if !p.unknown_hooks.is_empty() {
@@ -112,7 +135,12 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
     })
 }
 
-fn set_enabled(settings: &Settings, name: &str, enable: bool, as_json: bool) -> anyhow::Result<ExitStatus> {
+fn set_enabled(
+    settings: &Settings,
+    name: &str,
+    enable: bool,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
     let home = &settings.home;
     let (mut config, problem) = home.load_config();
     if let Some(problem) = problem {
@@ -121,19 +149,32 @@ fn set_enabled(settings: &Settings, name: &str, enable: bool, as_json: bool) -> 
     let known = hermes_host::plugins::discover(home, &Config::default(), &Default::default())
         .iter()
         .any(|c| c.key == name || c.name() == name);
-    let changed = if enable { config.enable_plugin(name) } else { config.disable_plugin(name) };
+    let changed = if enable {
+        config.enable_plugin(name)
+    } else {
+        config.disable_plugin(name)
+    };
     if changed {
         home.save_config(&config)?;
     }
     let verb = if enable { "enabled" } else { "disabled" };
     if as_json {
-        println!("{}", json!({ "plugin": name, "state": verb, "changed": changed, "installed": known, "config": home.config_path() }));
+        println!(
+            "{}",
+            json!({ "plugin": name, "state": verb, "changed": changed, "installed": known, "config": home.config_path() })
+        );
         return Ok(ExitStatus::Success);
     }
     if changed {
-        println!("Plugin '{name}' {verb} in {}.", home.config_path().display());
+        println!(
+            "Plugin '{name}' {verb} in {}.",
+            home.config_path().display()
+        );
     } else {
-        println!("Plugin '{name}' is already {verb} in {}.", home.config_path().display());
+        println!(
+            "Plugin '{name}' is already {verb} in {}.",
+            home.config_path().display()
+        );
     }
     if !known {
         println!(
@@ -144,16 +185,34 @@ fn set_enabled(settings: &Settings, name: &str, enable: bool, as_json: bool) -> 
     Ok(ExitStatus::Success)
 }
 
-fn install(settings: &Settings, crate_dir: &Path, debug: bool, as_json: bool) -> anyhow::Result<ExitStatus> {
+fn install(
+    settings: &Settings,
+    crate_dir: &Path,
+    debug: bool,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
     let home = &settings.home;
     if !crate_dir.join("Cargo.toml").is_file() {
-        bail!("{} has no Cargo.toml; give the directory of the plugin crate", crate_dir.display());
+        bail!(
+            "{} has no Cargo.toml; give the directory of the plugin crate",
+            crate_dir.display()
+        );
     }
-    let manifest = Manifest::read(crate_dir).map_err(|e| {
-        anyhow::anyhow!("{e}\n(the crate directory needs a plugin.yaml with name, version and library)")
-    })?;
+    let has_manifest = ["plugin.yaml", "plugin.yml"]
+        .iter()
+        .any(|f| crate_dir.join(f).is_file());
+    if !has_manifest {
+        bail!(
+            "{}: no plugin.yaml; the crate directory needs a plugin.yaml with name, version and library (plugin-template/ has one)",
+            crate_dir.display()
+        );
+    }
+    let manifest = Manifest::read(crate_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let library = build_cdylib(crate_dir, debug)?;
-    let file_name = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = library
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if file_name != manifest.library {
         tracing::warn!(
             "{}: `library: {}` does not match the built file {file_name}; installing with `library: {file_name}`",
@@ -166,8 +225,10 @@ fn install(settings: &Settings, crate_dir: &Path, debug: bool, as_json: bool) ->
     // Copy then rename: a running host may have the old library mapped, and overwriting a
     // mapped file in place would corrupt it.
     let tmp = dest.join(format!(".{file_name}.tmp"));
-    std::fs::copy(&library, &tmp).with_context(|| format!("cannot copy {} to {}", library.display(), tmp.display()))?;
-    std::fs::rename(&tmp, dest.join(&file_name)).with_context(|| format!("cannot install into {}", dest.display()))?;
+    std::fs::copy(&library, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", library.display(), tmp.display()))?;
+    std::fs::rename(&tmp, dest.join(&file_name))
+        .with_context(|| format!("cannot install into {}", dest.display()))?;
     let manifest_src = std::fs::read_to_string(crate_dir.join("plugin.yaml"))
         .or_else(|_| std::fs::read_to_string(crate_dir.join("plugin.yml")))
         .context("cannot read plugin.yaml")?;
@@ -175,22 +236,34 @@ fn install(settings: &Settings, crate_dir: &Path, debug: bool, as_json: bool) ->
     std::fs::write(dest.join("plugin.yaml"), manifest_text).context("cannot write plugin.yaml")?;
     let (mut config, problem) = home.load_config();
     if let Some(problem) = problem {
-        bail!("installed into {}, but could not enable it: {problem}", dest.display());
+        bail!(
+            "installed into {}, but could not enable it: {problem}",
+            dest.display()
+        );
     }
     if config.enable_plugin(&manifest.name) {
         home.save_config(&config)?;
     }
     if as_json {
-        println!("{}", json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true }));
+        println!(
+            "{}",
+            json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true })
+        );
     } else {
-        println!("Installed '{}' {} into {} and enabled it.", manifest.name, manifest.version, dest.display());
+        println!(
+            "Installed '{}' {} into {} and enabled it.",
+            manifest.name,
+            manifest.version,
+            dest.display()
+        );
     }
     Ok(ExitStatus::Success)
 }
 
 /// Keeps the manifest as written, with `library:` pointing at the installed file.
 fn rewrite_library(manifest: &str, file_name: &str) -> anyhow::Result<String> {
-    let mut value: yaml_serde::Value = yaml_serde::from_str(manifest).context("plugin.yaml is not valid YAML")?;
+    let mut value: yaml_serde::Value =
+        yaml_serde::from_str(manifest).context("plugin.yaml is not valid YAML")?;
     if let yaml_serde::Value::Mapping(map) = &mut value {
         map.insert("library".into(), file_name.into());
     }
@@ -201,7 +274,9 @@ fn rewrite_library(manifest: &str, file_name: &str) -> anyhow::Result<String> {
 fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(&cargo);
-    cmd.arg("build").arg("--manifest-path").arg(crate_dir.join("Cargo.toml"));
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(crate_dir.join("Cargo.toml"));
     cmd.arg("--message-format=json-render-diagnostics");
     if !debug {
         cmd.arg("--release");
@@ -210,19 +285,28 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
     let output = match cmd.output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("cargo was not found on PATH; install Rust (https://rustup.rs) or set CARGO to its path")
+            bail!(
+                "cargo was not found on PATH; install Rust (https://rustup.rs) or set CARGO to its path"
+            )
         }
         Err(e) => bail!("cannot run cargo: {e}"),
     };
     if !output.status.success() {
-        bail!("cargo build failed for {} (its errors are above); fix them and run install again", crate_dir.display());
+        bail!(
+            "cargo build failed for {} (its errors are above); fix them and run install again",
+            crate_dir.display()
+        );
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let cdylib = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|msg| msg["reason"] == "compiler-artifact")
-        .filter(|msg| msg["target"]["crate_types"].as_array().is_some_and(|t| t.iter().any(|k| k == "cdylib")))
+        .filter(|msg| {
+            msg["target"]["crate_types"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|k| k == "cdylib"))
+        })
         .filter(|msg| {
             let manifest = msg["manifest_path"].as_str().map(PathBuf::from);
             let wanted = crate_dir.join("Cargo.toml").canonicalize().ok();
@@ -230,7 +314,10 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
         })
         .flat_map(|msg| msg["filenames"].as_array().cloned().unwrap_or_default())
         .filter_map(|f| f.as_str().map(PathBuf::from))
-        .find(|f| f.extension().is_some_and(|e| e == "so" || e == "dylib" || e == "dll"));
+        .find(|f| {
+            f.extension()
+                .is_some_and(|e| e == "so" || e == "dylib" || e == "dll")
+        });
     cdylib.ok_or_else(|| {
         anyhow::anyhow!(
             "{} builds no cdylib; add `[lib] crate-type = [\"cdylib\", \"rlib\"]` to its Cargo.toml",
@@ -239,9 +326,14 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
     })
 }
 
-fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let payload: serde_json::Value =
-        serde_json::from_str(payload_text).context("the payload is not valid JSON; give a JSON object")?;
+fn fire(
+    settings: &Settings,
+    hook: &str,
+    payload_text: &str,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let payload: serde_json::Value = serde_json::from_str(payload_text)
+        .context("the payload is not valid JSON; give a JSON object")?;
     if !payload.is_object() {
         bail!("the payload must be a JSON object of the hook's fields");
     }
@@ -264,7 +356,12 @@ fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> a
             .iter()
             .map(|r| json!({ "system": r.system, "callback": r.callback, "decision": r.decision, "duration_us": r.duration.as_micros() as u64, "error": r.error }))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "hook": hook, "callbacks": calls, "outcome": summary }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({ "hook": hook, "callbacks": calls, "outcome": summary })
+            )?
+        );
         return Ok(ExitStatus::Success);
     }
     if records.is_empty() {
@@ -277,7 +374,11 @@ fn fire(settings: &Settings, hook: &str, payload_text: &str, as_json: bool) -> a
             Some(e) => format!("raised: {e}"),
             None => r.decision.clone(),
         };
-        println!("  {}  {decision}  ({} µs)", r.callback, r.duration.as_micros());
+        println!(
+            "  {}  {decision}  ({} µs)",
+            r.callback,
+            r.duration.as_micros()
+        );
     }
     println!("Outcome: {summary}");
     Ok(ExitStatus::Success)

@@ -41,7 +41,10 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
     let format: TraceFormat = args.trace.parse().map_err(anyhow::Error::msg)?;
     let out: Box<dyn Write + Send> = match &args.trace_file {
-        Some(path) => Box::new(std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?),
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ),
         None => Box::new(std::io::stderr()),
     };
     let tracer = Arc::new(Tracer::new(format, out));
@@ -56,7 +59,10 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         registry: Arc::new(loaded.registry),
         gateway: None,
         tracer,
-        approver: Arc::new(Approver::new(mode, Duration::from_secs(args.approval_timeout))),
+        approver: Arc::new(Approver::new(
+            mode,
+            Duration::from_secs(args.approval_timeout),
+        )),
         interrupt: interrupt.clone(),
         transcript: Arc::new(Stdout),
         surface: "cli",

@@ -6,7 +6,13 @@ use hermes_hooks_abi::prelude::*;
 
 /// Registers a 1.0 hook that reads a 1.1 field, and a 1.1 hook.
 pub fn register(ctx: &mut PluginContext) {
-    ctx.pre_tool_call(|e| ToolDecision::block(format!("v1.1 plugin saw {} with turn_id={:?}", e.tool_name(), e.turn_id())));
+    ctx.pre_tool_call(|e| {
+        ToolDecision::block(format!(
+            "v1.1 plugin saw {} with turn_id={:?}",
+            e.tool_name(),
+            e.turn_id()
+        ))
+    });
     ctx.pre_api_request(|e| tracing::info!(model = e.model(), "pre_api_request"));
 }
 

@@ -17,14 +17,20 @@ pub fn register(ctx: &mut PluginContext) {
         return;
     }
     ctx.pre_tool_call(explode);
-    ctx.register_raw("pre_tool_call", "empty_block", |_v| Ok(Some(Reply::new("block", ""))));
+    ctx.register_raw("pre_tool_call", "empty_block", |_v| {
+        Ok(Some(Reply::new("block", "")))
+    });
     ctx.register_raw("pre_tool_call", "bad_modify", |_v| {
         let mut r = Reply::new("modify", "");
         r.json = "[1, 2, 3]".into();
         Ok(Some(r))
     });
-    ctx.register_raw("pre_tool_call", "unknown_action", |_v| Ok(Some(Reply::new("frobnicate", "x"))));
-    ctx.register_raw("pre_llm_call", "returns_error", |_v| Err("the memory backend is down".to_string()));
+    ctx.register_raw("pre_tool_call", "unknown_action", |_v| {
+        Ok(Some(Reply::new("frobnicate", "x")))
+    });
+    ctx.register_raw("pre_llm_call", "returns_error", |_v| {
+        Err("the memory backend is down".to_string())
+    });
     ctx.pre_llm_call(|e| {
         tracing::info!(session = e.session_id(), "faulty saw pre_llm_call");
         tracing::debug!("faulty pre_llm_call debug detail");

@@ -12,7 +12,10 @@ use hermes_hooks_abi::prelude::*;
 /// Registers one raw callback for every hook this interface version knows.
 pub fn register(ctx: &mut PluginContext) -> Result<(), String> {
     let config = ctx.config();
-    let log = config["log"].as_str().ok_or("recorder needs config.log")?.to_string();
+    let log = config["log"]
+        .as_str()
+        .ok_or("recorder needs config.log")?
+        .to_string();
     let tag = config["tag"].as_str().unwrap_or("recorder").to_string();
     for hook in HOOKS {
         let answer = config["answers"][hook.name].clone();
@@ -43,7 +46,9 @@ fn fields_json(view: &EventView<'_>) -> String {
             FieldValue::Int(i) => i.into(),
             FieldValue::Float(x) => x.into(),
             FieldValue::Str(s) => s.as_str().into(),
-            FieldValue::Json(s) => serde_json::from_str(s.as_str()).unwrap_or(serde_json::Value::Null),
+            FieldValue::Json(s) => {
+                serde_json::from_str(s.as_str()).unwrap_or(serde_json::Value::Null)
+            }
         };
         map.insert(f.name.to_string(), v);
     }
@@ -51,7 +56,10 @@ fn fields_json(view: &EventView<'_>) -> String {
 }
 
 fn append(path: &str, line: &str) {
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
     match file {
         Ok(mut f) => {
             let _ = f.write_all(format!("{line}\n").as_bytes());

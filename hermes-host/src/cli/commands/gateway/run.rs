@@ -1,0 +1,203 @@
+//! `hermes gateway run`: the agent behind the local message gateway.
+//!
+//! Start-up, in order: bind the TCP listener (its address is stdout's first line), load
+//! plugins and shell hooks (with consent) exactly as `hermes run` does, load the gateway
+//! hooks, start the server (`gateway:startup`), then serve until stdin ends (`--stdin`) or
+//! SIGINT/SIGTERM. Shutdown ends every session and gives gateway hooks
+//! `--shutdown-deadline` seconds.
+//!
+//! Output: with `--stdin`, stdout carries only the JSON answers, so the `[hooks]` and
+//! gateway log lines go to stderr; otherwise they go to stdout after the address line.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript, TraceFormat, Tracer};
+use hermes_host::gateway::{GatewayHooks, GatewayLog};
+use hermes_host::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
+
+use super::stdout_log;
+use crate::cli::ExitStatus;
+use crate::cli::args::GatewayRunArgs;
+use crate::cli::load::load_hooks;
+use crate::cli::settings::Settings;
+
+/// The signal that asked the gateway to stop (0: none yet).
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(signal: libc::c_int) {
+    if STOP_SIGNAL.swap(signal, Ordering::SeqCst) != 0 {
+        // A second signal while shutting down: stop at once. _exit is async-signal-safe.
+        unsafe { libc::_exit(128 + signal) };
+    }
+}
+
+/// Why the gateway stops.
+enum Stop {
+    /// Standard input ended (`--stdin`).
+    EndOfInput,
+    /// SIGINT or SIGTERM.
+    Signal(i32),
+}
+
+/// Routes SIGINT and SIGTERM to `stop`.
+fn stop_on_signals(stop: std::sync::mpsc::Sender<Stop>) {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches an atomic (and _exit on a second signal).
+        unsafe { libc::signal(signal, on_stop_signal as *const () as libc::sighandler_t) };
+    }
+    std::thread::spawn(move || {
+        loop {
+            let signal = STOP_SIGNAL.load(Ordering::SeqCst);
+            if signal != 0 {
+                let _ = stop.send(Stop::Signal(signal));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+}
+
+fn stderr_log() -> Arc<dyn GatewayLog> {
+    Arc::new(|line: &str| {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    })
+}
+
+fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
+    if !value.is_finite() || value < 0.0 {
+        bail!("{flag} must be a number of seconds, 0 or more");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
+    let script = match &args.script {
+        Some(path) => GatewayScript::read(path).map_err(anyhow::Error::msg)?,
+        None => GatewayScript::default(),
+    };
+    let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
+    if mode == ApprovalMode::Prompt {
+        bail!(
+            "--approvals prompt is not available behind the gateway (use once, session, always or deny)"
+        );
+    }
+    let format: TraceFormat = args.trace.parse().map_err(anyhow::Error::msg)?;
+    let idle_timeout = args
+        .idle_timeout
+        .map(|s| seconds(s, "--idle-timeout"))
+        .transpose()?;
+    if idle_timeout == Some(Duration::ZERO) {
+        bail!("--idle-timeout must be more than 0 seconds");
+    }
+    let shutdown_deadline = seconds(args.shutdown_deadline, "--shutdown-deadline")?;
+    if args.platform.is_empty() || args.platform.contains(':') {
+        bail!(
+            "--platform must be a non-empty name without ':' (it is the first part of a session key)"
+        );
+    }
+    let cwd = match args.cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+
+    let tcp = match args.listen {
+        Some(addr) => {
+            let tcp = TcpAdapter::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+            let bound = tcp.local_addr().context("cannot read the bound address")?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{bound}")
+                .and_then(|()| out.flush())
+                .context("cannot write to stdout")?;
+            Some(tcp)
+        }
+        None => None,
+    };
+    let log = if args.stdin {
+        stderr_log()
+    } else {
+        stdout_log()
+    };
+
+    let out: Box<dyn Write + Send> = match &args.trace_file {
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    let tracer = Arc::new(Tracer::new(format, out));
+    let loaded = load_hooks(settings, Some(tracer.clone()));
+    let allowed_users = match AllowedUsers::from_config(&loaded.config) {
+        Ok(allowed) => allowed,
+        Err((fallback, message)) => {
+            log.line(&format!("hermes: {message}"));
+            fallback
+        }
+    };
+    let hooks = GatewayHooks::discover(&settings.home, log.clone());
+
+    let agent = Agent {
+        registry: Arc::new(loaded.registry),
+        gateway: Some(Arc::new(hooks)),
+        tracer,
+        approver: Arc::new(Approver::new(mode, Duration::from_secs(60))),
+        interrupt: Arc::new(AtomicBool::new(false)),
+        transcript: Arc::new(hermes_host::server::QuietTranscript),
+        surface: "gateway",
+        terminal_timeout: Duration::from_secs(args.terminal_timeout),
+    };
+    let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
+    options.platform = args.platform;
+    options.allowed_users = allowed_users;
+    options.idle_timeout = idle_timeout;
+    let server = Server::start(agent, script, options, log.clone());
+
+    let (stop_tx, stop_rx) = channel();
+    stop_on_signals(stop_tx.clone());
+    if let Some(tcp) = tcp {
+        tcp.serve(server.clone())
+            .context("cannot start the TCP adapter")?;
+    }
+    if args.stdin {
+        let server = server.clone();
+        std::thread::Builder::new()
+            .name("gateway-stdin".into())
+            .spawn(move || {
+                let stdin = std::io::stdin();
+                if let Err(e) = serve_stdio(stdin.lock(), Box::new(std::io::stdout()), &server) {
+                    tracing::warn!("gateway: the stdin adapter failed: {e}");
+                }
+                let _ = stop_tx.send(Stop::EndOfInput);
+            })
+            .context("cannot start the stdin adapter")?;
+    } else {
+        drop(stop_tx);
+    }
+
+    let (how, status) = match stop_rx.recv() {
+        Ok(Stop::EndOfInput) | Err(_) => (Shutdown::Drain, ExitStatus::Success),
+        Ok(Stop::Signal(signal)) if signal == libc::SIGINT => {
+            (Shutdown::Interrupt, ExitStatus::Interrupted)
+        }
+        Ok(Stop::Signal(_)) => (Shutdown::Interrupt, ExitStatus::Success),
+    };
+    let summary = server.shutdown(how, shutdown_deadline);
+    let mut line = format!(
+        "gateway: stopped; {} session(s) finalized",
+        summary.finalized
+    );
+    if summary.dropped_messages > 0 {
+        line.push_str(&format!(
+            ", {} queued message(s) dropped",
+            summary.dropped_messages
+        ));
+    }
+    log.line(&line);
+    Ok(status)
+}

@@ -1,0 +1,239 @@
+//! What a chat's worker does with one job, in the reference's order.
+//!
+//! A message:
+//!
+//! 1. `pre_gateway_dispatch` (not for internal messages), before authorisation: a skip
+//!    drops the message with the log line `pre_gateway_dispatch skip: reason=<r>
+//!    platform=<p> chat=<c>`, a rewrite replaces its text, an allow (or no answer)
+//!    dispatches it;
+//! 2. authorisation (not for internal messages): a user not in `gateway.allowed_users`
+//!    gets a short refusal;
+//! 3. a slash command (`/new`, `/reset`, ...) runs as a command (see `commands`);
+//! 4. anything else is a turn: `session:start` on the session's first turn, the user's
+//!    message to the transcript, [`Agent::run_turn`](crate::agent::Agent::run_turn) (plugin
+//!    and shell hooks, `agent:start|step|end`), the new history entries to the transcript,
+//!    and the answer to the chat.
+//!
+//! Ending a session (idle expiry, shutdown, `/new`): `session:end`, then
+//! `on_session_finalize`.
+
+use std::time::{Duration, Instant};
+
+use hermes_hooks_abi::hooks::payload::GatewayDispatchEvent;
+use serde_json::{Value, json};
+
+use super::Core;
+use super::capabilities::Capabilities;
+use super::commands;
+use super::sessions::{Chat, Job, Live};
+use super::wire::{Inbound, Outbound, OutboundKind};
+use crate::registry::{DispatchVerdict, Outcome};
+
+/// Runs one job of `chat`. `live` is the chat's session (taken out of the chat while the
+/// job runs); `idle_for` is how long the chat had been idle when the job was taken.
+pub(crate) fn run(core: &Core, chat: &Chat, job: Job, live: &mut Option<Live>, idle_for: Duration) {
+    match job {
+        Job::Message { message, origin } => {
+            if let Some(live) = live.as_mut() {
+                handle_message(core, chat, live, message);
+            }
+            origin.end(&core.router);
+        }
+        Job::Expire => {
+            let idle = core.options.idle_timeout.unwrap_or(Duration::MAX);
+            let Some(current) = live.as_mut() else { return };
+            if current.is_known() && idle_for >= idle {
+                end_session(core, chat, current);
+                let fresh = core.new_session(&chat.platform, &chat.chat_id);
+                core.chats.set_session_id(&chat.key, Some(&fresh.id));
+                *live = Some(Live::fresh(fresh));
+            }
+        }
+        Job::Close => {
+            if let Some(current) = live.take() {
+                if current.is_known() {
+                    end_session(core, chat, &current);
+                    core.chats.count_finalized();
+                }
+                core.chats.set_session_id(&chat.key, None);
+            }
+        }
+    }
+}
+
+fn handle_message(core: &Core, chat: &Chat, live: &mut Live, message: Inbound) {
+    let mut text = message.text.clone();
+    if !message.internal {
+        match pre_gateway_dispatch(core, chat, &message) {
+            DispatchVerdict::Skip { reason, .. } => {
+                core.log.line(&format!(
+                    "pre_gateway_dispatch skip: reason={reason} platform={} chat={}",
+                    message.platform, message.chat_id
+                ));
+                return;
+            }
+            DispatchVerdict::Rewrite { text: new_text, .. } => text = new_text,
+            DispatchVerdict::Allow { .. } | DispatchVerdict::Dispatch => {}
+        }
+        if !core.options.allowed_users.allows(&message.user_id) {
+            core.log.line(&format!(
+                "gateway: unauthorised user {} on {} chat {}: message refused",
+                message.user_id, message.platform, message.chat_id
+            ));
+            core.reply(
+                chat,
+                &message,
+                OutboundKind::Refusal,
+                "Sorry, you are not authorised to use this agent.",
+                None,
+            );
+            return;
+        }
+    }
+    live.session.user_id = Some(message.user_id.clone());
+    if let Some((name, args)) = commands::parse(&text) {
+        commands::run(core, chat, live, &message, &name, &args);
+        return;
+    }
+    turn(core, chat, live, &message, &text);
+}
+
+/// Fires `pre_gateway_dispatch` with the capability handles and traces its outcome.
+fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> DispatchVerdict {
+    let event = GatewayDispatchEvent {
+        platform: &message.platform,
+        chat_id: &message.chat_id,
+        user_id: &message.user_id,
+        text: &message.text,
+        message_id: message.message_id.as_deref(),
+        session_key: &chat.key,
+    };
+    let started = Instant::now();
+    let registry = &core.agent.registry;
+    let verdict = registry.pre_gateway_dispatch(&event, &Capabilities { core });
+    let callbacks = registry.entries(GatewayDispatchEvent::HOOK).len();
+    core.agent.tracer.fired(
+        GatewayDispatchEvent::HOOK,
+        callbacks,
+        &Outcome::Dispatch(verdict.clone()),
+        started.elapsed(),
+    );
+    verdict
+}
+
+/// One agent turn for `text` (the message's text after any rewrite).
+fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str) {
+    if !live.started {
+        live.started = true;
+        core.agent.emit(
+            "session:start",
+            json!({
+                "platform": chat.platform,
+                "user_id": message.user_id,
+                "session_id": live.session.id,
+                "session_key": chat.key,
+            }),
+        );
+    }
+    let session_id = live.session.id.clone();
+    let mut entry = json!({
+        "role": "user",
+        "content": text,
+        "platform": chat.platform,
+        "chat_id": chat.chat_id,
+        "user_id": message.user_id,
+    });
+    if let Some(id) = &message.message_id {
+        entry["message_id"] = json!(id);
+    }
+    if text != message.text {
+        entry["original"] = json!(message.text);
+    }
+    core.record(&session_id, entry);
+
+    let before = live.session.history.len();
+    let steps = core.script.steps_for(text);
+    let result = core.agent.run_turn(&mut live.session, text, &steps);
+    // The turn's new history: the user's message (already written), then tool calls,
+    // tool results and the answer.
+    let new = live.session.history.get(before..).unwrap_or_default();
+    let skip = usize::from(new.first().is_some_and(|m| m["role"] == "user"));
+    for message in &new[skip..] {
+        core.record(&session_id, message.clone());
+    }
+    if result.interrupted {
+        core.record(
+            &session_id,
+            json!({ "role": "system", "content": "[interrupted]" }),
+        );
+    }
+    if let Some(answer) = result.response {
+        core.reply(
+            chat,
+            message,
+            OutboundKind::Reply,
+            &answer,
+            Some(&session_id),
+        );
+    }
+}
+
+/// Ends `live`'s session: `session:end`, then `on_session_finalize`.
+pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
+    core.agent.emit(
+        "session:end",
+        json!({
+            "platform": chat.platform,
+            "user_id": live.session.user_id.clone().unwrap_or_default(),
+            "session_key": chat.key,
+        }),
+    );
+    core.agent.finalize(&live.session);
+}
+
+impl Core {
+    /// Sends `text` to the chat `message` came from.
+    pub(crate) fn reply(
+        &self,
+        chat: &Chat,
+        message: &Inbound,
+        kind: OutboundKind,
+        text: &str,
+        session_id: Option<&str>,
+    ) {
+        let outbound = Outbound {
+            platform: chat.platform.clone(),
+            chat_id: chat.chat_id.clone(),
+            kind,
+            text: text.to_string(),
+            session_id: session_id.map(str::to_string),
+            reply_to: message.message_id.clone(),
+        };
+        if self.router.send(&outbound) == 0 {
+            tracing::debug!(
+                "gateway: nobody follows chat {} any more; answer dropped",
+                chat.key
+            );
+        }
+    }
+
+    /// Appends `entry`, stamped with the time, to the transcript of `session_id`; a
+    /// failure is logged, and the chat goes on.
+    pub(crate) fn record(&self, session_id: &str, entry: Value) {
+        let mut stamped = serde_json::Map::new();
+        stamped.insert("ts".into(), json!(unix_time()));
+        if let Value::Object(fields) = entry {
+            stamped.extend(fields);
+        }
+        if let Err(e) = self.transcripts.append(session_id, &Value::Object(stamped)) {
+            self.log
+                .line(&format!("gateway: transcript not written: {e}"));
+        }
+    }
+}
+
+fn unix_time() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

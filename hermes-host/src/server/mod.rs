@@ -1,0 +1,398 @@
+//! The local message gateway: the reference agent behind chat adapters, with every hook
+//! system firing where the reference's gateway fires it.
+//!
+//! - [`Server`] owns the [`Agent`] (plugin and shell hooks in its registry, gateway hooks
+//!   in `agent.gateway`), the scripted model ([`GatewayScript`]), the chats and the
+//!   transcripts. [`Server::start`] emits `gateway:startup`; [`Server::receive`] queues a
+//!   message on its chat; [`Server::shutdown`] ends every session and stops the hooks.
+//! - The adapters ([`TcpAdapter`], [`serve_stdio`]) turn JSON lines into [`Inbound`]
+//!   messages and deliver [`Outbound`] ones.
+//! - Sessions are per chat (`<platform>:<chat_id>`, the session key): a chat's messages are
+//!   handled strictly in order, different chats concurrently. `/new` and `/reset` swap in
+//!   a new session; idle sessions expire.
+//! - Every message but an internal one goes through `pre_gateway_dispatch` first (its
+//!   callbacks can send to chats and append to transcripts), then authorisation
+//!   ([`AllowedUsers`]).
+//! - Transcripts: `$HERMES_HOME/sessions/<session_id>.jsonl`, one JSON line per user
+//!   message, tool call, tool result and answer ([`TranscriptStore`]).
+//!
+//! The order of everything a message causes is documented in `handle`, and the commands in
+//! [`parse_command`]'s module. The library prints nothing: log lines (a skipped message, a
+//! refused user) go to the [`GatewayLog`] given to [`Server::start`].
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use hermes_host::agent::{Agent, GatewayScript};
+//! use hermes_host::server::{Server, ServerOptions, Shutdown, TcpAdapter};
+//!
+//! /// Serves `agent` (built as `hermes run` builds it, with `gateway: Some(hooks)`) on a
+//! /// free loopback port until `stop` returns.
+//! fn serve(agent: Agent, stop: impl FnOnce()) -> Result<(), Box<dyn std::error::Error>> {
+//!     let log = Arc::new(|line: &str| eprintln!("{line}"));
+//!     let options = ServerOptions::new("/tmp/hermes-home/sessions", std::env::current_dir()?);
+//!     let server = Server::start(agent, GatewayScript::default(), options, log);
+//!     let tcp = TcpAdapter::bind("127.0.0.1:0".parse()?)?;
+//!     println!("{}", tcp.local_addr()?);
+//!     tcp.serve(server.clone())?;
+//!     stop();
+//!     let summary = server.shutdown(Shutdown::Drain, Duration::from_secs(10));
+//!     println!("{} session(s) finalized", summary.finalized);
+//!     Ok(())
+//! }
+//! ```
+
+mod adapter;
+mod auth;
+mod capabilities;
+mod commands;
+mod handle;
+mod sessions;
+mod transcript;
+mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub use adapter::{Connection, MAX_LINE_BYTES, Router, TcpAdapter, serve_lines, serve_stdio};
+pub use auth::AllowedUsers;
+pub use commands::parse as parse_command;
+pub use sessions::Rejected;
+pub use transcript::{TranscriptError, TranscriptStore};
+pub use wire::{Inbound, Outbound, OutboundKind};
+
+use crate::agent::{Agent, GatewayScript, Session, Transcript};
+use crate::gateway::{GatewayLog, ShutdownReport};
+
+/// The platform name when none is given.
+pub const DEFAULT_PLATFORM: &str = "local";
+
+/// The agent's running commentary (`user: ...`, `  -> tool {...}`) behind the gateway: the
+/// chat gets the answers and the transcript file the structured entries, so these lines
+/// only go to the debug log (`HERMES_LOG=hermes_host=debug`).
+pub struct QuietTranscript;
+
+impl Transcript for QuietTranscript {
+    fn line(&self, session: &Session, text: &str) {
+        tracing::debug!(target: "hermes_host::server", session = %session.id, "{text}");
+    }
+}
+
+/// How the gateway runs, resolved by the caller.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The platform of messages that name none, and the one `gateway:startup` reports.
+    pub platform: String,
+    /// Who may use the gateway.
+    pub allowed_users: AllowedUsers,
+    /// A started session with no message for this long ends (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Where transcripts go (`$HERMES_HOME/sessions`).
+    pub sessions_dir: PathBuf,
+    /// The directory tools run in.
+    pub cwd: PathBuf,
+}
+
+impl ServerOptions {
+    /// Platform [`DEFAULT_PLATFORM`], everyone allowed, no idle expiry.
+    pub fn new(sessions_dir: impl Into<PathBuf>, cwd: impl Into<PathBuf>) -> ServerOptions {
+        ServerOptions {
+            platform: DEFAULT_PLATFORM.to_string(),
+            allowed_users: AllowedUsers::everyone(),
+            idle_timeout: None,
+            sessions_dir: sessions_dir.into(),
+            cwd: cwd.into(),
+        }
+    }
+}
+
+/// How [`Server::shutdown`] treats messages still queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Handle every queued message first (end of input).
+    Drain,
+    /// Drop queued messages and interrupt running turns (a signal).
+    Interrupt,
+}
+
+/// What [`Server::shutdown`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownSummary {
+    /// Sessions ended at shutdown (`session:end`, `on_session_finalize`): those that
+    /// started, or that a reset announced.
+    pub finalized: usize,
+    /// Queued messages dropped by [`Shutdown::Interrupt`].
+    pub dropped_messages: usize,
+    /// Connections whose answers were still being written at the deadline.
+    pub unflushed_connections: usize,
+    /// The gateway hooks' shutdown, when there are gateway hooks.
+    pub hooks: Option<ShutdownReport>,
+}
+
+/// Everything the chats' workers share.
+pub(crate) struct Core {
+    pub(crate) agent: Agent,
+    pub(crate) script: GatewayScript,
+    pub(crate) options: ServerOptions,
+    pub(crate) transcripts: TranscriptStore,
+    pub(crate) router: Router,
+    pub(crate) chats: sessions::Chats,
+    pub(crate) log: Arc<dyn GatewayLog>,
+}
+
+impl Core {
+    /// A fresh session for a chat (not started: no hook fired yet). Its id carries the
+    /// process id too: transcripts outlive the process, and two gateways started in the
+    /// same second would otherwise share ids and files.
+    pub(crate) fn new_session(&self, platform: &str, chat_id: &str) -> Session {
+        let mut session = Session::new(&self.script.model, platform, &self.options.cwd);
+        session.id = format!("{}-p{}", session.id, std::process::id());
+        session.chat_id = Some(chat_id.to_string());
+        if !self.script.dir.as_os_str().is_empty() {
+            session.script_dir = self.script.dir.clone();
+        }
+        session
+    }
+}
+
+/// The running gateway. Cloning it is cheap; every clone is the same gateway.
+#[derive(Clone)]
+pub struct Server {
+    core: Arc<Core>,
+}
+
+impl Server {
+    /// Starts the gateway: emits `gateway:startup` (`platforms`) and, with an idle
+    /// timeout, starts the expiry thread. `agent.gateway` holds the gateway hooks.
+    pub fn start(
+        agent: Agent,
+        script: GatewayScript,
+        options: ServerOptions,
+        log: Arc<dyn GatewayLog>,
+    ) -> Server {
+        let core = Arc::new(Core {
+            transcripts: TranscriptStore::new(options.sessions_dir.clone()),
+            router: Router::default(),
+            chats: sessions::Chats::new(),
+            agent,
+            script,
+            options,
+            log,
+        });
+        core.agent.emit(
+            "gateway:startup",
+            serde_json::json!({ "platforms": [core.options.platform] }),
+        );
+        if let Some(idle) = core.options.idle_timeout {
+            let reaper = core.clone();
+            let spawned = std::thread::Builder::new()
+                .name("gateway-idle".into())
+                .spawn(move || sessions::reap(&reaper, idle));
+            if let Err(e) = spawned {
+                core.log.line(&format!(
+                    "gateway: idle sessions will not expire: cannot start a thread: {e}"
+                ));
+            }
+        }
+        Server { core }
+    }
+
+    /// Queues `message` on its chat; answers go to `from` (and every other connection
+    /// following the chat).
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected::ShuttingDown`] once [`shutdown`](Server::shutdown) began.
+    pub fn receive(&self, message: Inbound, from: &Arc<Connection>) -> Result<(), Rejected> {
+        sessions::submit(&self.core, message, from)
+    }
+
+    /// The default platform.
+    pub fn platform(&self) -> &str {
+        &self.core.options.platform
+    }
+
+    /// The connections and their subscriptions.
+    pub fn router(&self) -> &Router {
+        &self.core.router
+    }
+
+    /// Whether shutdown began.
+    pub fn is_closed(&self) -> bool {
+        self.core.chats.is_closed()
+    }
+
+    /// How many chats the gateway knows.
+    pub fn chats(&self) -> usize {
+        self.core.chats.len()
+    }
+
+    /// The current session id of chat `session_key` (`<platform>:<chat_id>`).
+    pub fn session_id(&self, session_key: &str) -> Option<String> {
+        self.core.chats.session_id(session_key)
+    }
+
+    /// Stops the gateway: no new messages; queued ones are handled ([`Shutdown::Drain`]) or
+    /// dropped and the running turns interrupted ([`Shutdown::Interrupt`]); every known
+    /// session ends (`session:end`, `on_session_finalize`); the answers are written out;
+    /// then the gateway hooks get until `deadline` to deliver what is queued for them.
+    /// Calling it again does nothing more.
+    pub fn shutdown(&self, how: Shutdown, deadline: Duration) -> ShutdownSummary {
+        if how == Shutdown::Interrupt {
+            self.core.agent.interrupt.store(true, Ordering::SeqCst);
+        }
+        let dropped_messages = sessions::close_all(&self.core, how == Shutdown::Drain);
+        let unflushed_connections = self.core.router.close(deadline.min(Duration::from_secs(5)));
+        let hooks = self
+            .core
+            .agent
+            .gateway
+            .as_ref()
+            .map(|g| g.shutdown(deadline));
+        ShutdownSummary {
+            finalized: self.core.chats.finalized(),
+            dropped_messages,
+            unflushed_connections,
+            hooks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicBool;
+
+    use abi_stable::std_types::RStr;
+    use hermes_hooks_abi::core::Reply;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::agent::{ApprovalMode, Approver, TraceFormat, Tracer};
+    use crate::gateway::MemoryLog;
+    use crate::registry::Registry;
+
+    /// A writer whose bytes the test reads afterwards.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn agent(registry: Registry) -> Agent {
+        Agent {
+            registry: Arc::new(registry),
+            gateway: None,
+            tracer: Arc::new(Tracer::new(TraceFormat::Off, Box::new(std::io::sink()))),
+            approver: Arc::new(Approver::new(ApprovalMode::Deny, Duration::from_secs(1))),
+            interrupt: Arc::new(AtomicBool::new(false)),
+            transcript: Arc::new(QuietTranscript),
+            surface: "gateway",
+            terminal_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn in_process_hooks_skip_and_send_and_every_chat_is_answered_in_order() {
+        let mut registry = Registry::new();
+        registry.add_in_process(
+            "pre_gateway_dispatch",
+            "ack",
+            Arc::new(|e| {
+                let text = e.get_str("text").unwrap_or_default();
+                if text == "spam" {
+                    return Ok(Some(Reply::new("skip", "spam")));
+                }
+                let args = json!({"platform": e.get_str("platform"), "chat_id": e.get_str("chat_id"), "text": format!("ack: {text}")});
+                let args = args.to_string();
+                e.host.call(RStr::from("gateway.send"), RStr::from(args.as_str())).into_result().map_err(|e| e.into_string())?;
+                Ok(None)
+            }),
+        );
+        let home = tempfile::tempdir().unwrap();
+        let log = Arc::new(MemoryLog::default());
+        let options = ServerOptions::new(home.path().join("sessions"), home.path());
+        let server = Server::start(
+            agent(registry),
+            GatewayScript::default(),
+            options,
+            log.clone(),
+        );
+        let input = [
+            json!({"chat_id": "c1", "user_id": "u", "text": "one"}),
+            json!({"chat_id": "c2", "user_id": "u", "text": "/status"}),
+            json!({"chat_id": "c1", "user_id": "u", "text": "spam"}),
+            json!({"chat_id": "c1", "user_id": "u", "text": "two"}),
+        ]
+        .iter()
+        .map(|m| format!("{m}\n"))
+        .collect::<String>();
+        let out = Shared::default();
+        serve_stdio(std::io::Cursor::new(input), Box::new(out.clone()), &server).unwrap();
+        let summary = server.shutdown(Shutdown::Drain, Duration::from_secs(5));
+        assert_eq!(
+            (summary.finalized, summary.dropped_messages),
+            (1, 0),
+            "only c1 had a turn"
+        );
+
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let of = |chat: &str| -> Vec<(String, String)> {
+            lines
+                .iter()
+                .filter(|m| m["chat_id"] == chat)
+                .map(|m| {
+                    (
+                        m["kind"].as_str().unwrap().to_string(),
+                        m["text"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        };
+        let pair = |k: &str, t: &str| (k.to_string(), t.to_string());
+        assert_eq!(
+            of("c1"),
+            [
+                pair("send", "ack: one"),
+                pair("reply", "one"),
+                pair("send", "ack: two"),
+                pair("reply", "two")
+            ]
+        );
+        assert_eq!(of("c2")[0], pair("send", "ack: /status"));
+        assert_eq!(of("c2")[1].0, "notice");
+        assert!(
+            log.lines().contains(
+                &"pre_gateway_dispatch skip: reason=spam platform=local chat=c1".to_string()
+            ),
+            "{:?}",
+            log.lines()
+        );
+        assert!(
+            server
+                .receive(
+                    Inbound::parse(r#"{"chat_id":"c","user_id":"u","text":"late"}"#, "local")
+                        .unwrap(),
+                    &server
+                        .router()
+                        .open("x".into(), Box::new(std::io::sink()), None)
+                        .unwrap()
+                )
+                .is_err()
+        );
+    }
+}

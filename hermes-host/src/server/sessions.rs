@@ -1,0 +1,342 @@
+//! Chats and their sessions: one queue per chat, handled in order by one worker at a time;
+//! different chats run concurrently.
+//!
+//! A chat (`<platform>:<chat_id>`) is created with its first message, and gets a session
+//! id at once (so `session.append` works before the first turn); the session *starts*
+//! (`session:start`, `on_session_start`) with its first turn. A worker thread is started
+//! when a chat's queue goes from empty to not empty and ends when the queue is empty again,
+//! so the number of threads follows the number of chats with work, not the number of chats.
+//!
+//! Idle expiry: a reaper thread queues an expiry job for a chat whose known session saw
+//! no message for the idle timeout; the job ends the session (on the chat's own worker, so
+//! it is ordered with the chat's messages) and gives the chat a fresh one. A chat whose
+//! session hooks never heard of (no turn, no reset) is forgotten when idle.
+//!
+//! Lock order: the chat table, then a chat's state. No lock is held while a job runs.
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::adapter::Connection;
+use super::wire::Inbound;
+use super::{Core, handle};
+use crate::agent::Session;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Work for a chat's worker.
+pub(crate) enum Job {
+    /// A message to handle; `origin` is told when it is done.
+    Message {
+        message: Inbound,
+        origin: Arc<Connection>,
+    },
+    /// The reaper found the chat idle: end its session if it is still idle.
+    Expire,
+    /// The server shuts down: end the session.
+    Close,
+}
+
+/// A chat's live session.
+pub(crate) struct Live {
+    /// The session the agent runs.
+    pub(crate) session: Session,
+    /// Whether it had its first turn (`session:start` was emitted).
+    pub(crate) started: bool,
+    /// Whether a reset announced it (`session:reset`, `on_session_reset`).
+    pub(crate) announced: bool,
+}
+
+impl Live {
+    /// A session no hook has heard of yet.
+    pub(crate) fn fresh(session: Session) -> Live {
+        Live {
+            session,
+            started: false,
+            announced: false,
+        }
+    }
+
+    /// Whether hooks know the session, so it must end with `session:end` and
+    /// `on_session_finalize`: it started, or a reset announced it.
+    pub(crate) fn is_known(&self) -> bool {
+        self.started || self.announced
+    }
+}
+
+/// One chat.
+pub(crate) struct Chat {
+    pub(crate) key: String,
+    pub(crate) platform: String,
+    pub(crate) chat_id: String,
+    state: Mutex<ChatState>,
+}
+
+struct ChatState {
+    queue: VecDeque<Job>,
+    /// A worker is running this chat's queue.
+    running: bool,
+    /// `None` while a job runs (the worker holds it) and after the chat was closed.
+    live: Option<Live>,
+    /// When the last message was handled.
+    last_activity: Instant,
+}
+
+/// Every chat, and the session id each one currently has.
+pub(crate) struct Chats {
+    map: Mutex<HashMap<String, Arc<Chat>>>,
+    /// `session_key -> session id`, readable while the chat's worker holds its session.
+    ids: Mutex<HashMap<String, String>>,
+    closed: AtomicBool,
+    active: Mutex<usize>,
+    all_done: Condvar,
+    finalized: AtomicUsize,
+}
+
+/// Why a message was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// The server is shutting down.
+    ShuttingDown,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejected::ShuttingDown => {
+                f.write_str("the gateway is shutting down; message not handled")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+impl Chats {
+    pub(crate) fn new() -> Chats {
+        Chats {
+            map: Mutex::new(HashMap::new()),
+            ids: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            active: Mutex::new(0),
+            all_done: Condvar::new(),
+            finalized: AtomicUsize::new(0),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The current session id of chat `key`, if the chat is known.
+    pub(crate) fn session_id(&self, key: &str) -> Option<String> {
+        lock(&self.ids).get(key).cloned()
+    }
+
+    /// Records that chat `key` now has session `id` (`None`: the chat is gone).
+    pub(crate) fn set_session_id(&self, key: &str, id: Option<&str>) {
+        let mut ids = lock(&self.ids);
+        match id {
+            Some(id) => ids.insert(key.to_string(), id.to_string()),
+            None => ids.remove(key),
+        };
+    }
+
+    /// How many chats are known.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+
+    /// Sessions ended at shutdown so far.
+    pub(crate) fn finalized(&self) -> usize {
+        self.finalized.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn count_finalized(&self) {
+        self.finalized.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Queues `message` on its chat, creating the chat (and its session) on first contact.
+pub(crate) fn submit(
+    core: &Arc<Core>,
+    message: Inbound,
+    origin: &Arc<Connection>,
+) -> Result<(), Rejected> {
+    let chats = &core.chats;
+    let mut map = lock(&chats.map);
+    if chats.is_closed() {
+        return Err(Rejected::ShuttingDown);
+    }
+    let key = message.session_key();
+    let chat = map
+        .entry(key.clone())
+        .or_insert_with(|| {
+            let session = core.new_session(&message.platform, &message.chat_id);
+            chats.set_session_id(&key, Some(&session.id));
+            Arc::new(Chat {
+                key: key.clone(),
+                platform: message.platform.clone(),
+                chat_id: message.chat_id.clone(),
+                state: Mutex::new(ChatState {
+                    queue: VecDeque::new(),
+                    running: false,
+                    live: Some(Live::fresh(session)),
+                    last_activity: Instant::now(),
+                }),
+            })
+        })
+        .clone();
+    core.router.subscribe(&key, origin);
+    origin.begin();
+    push(
+        core,
+        &chat,
+        lock(&chat.state),
+        Job::Message {
+            message,
+            origin: origin.clone(),
+        },
+    );
+    Ok(())
+}
+
+/// Appends `job` to the chat's queue and starts a worker when none runs.
+fn push(core: &Arc<Core>, chat: &Arc<Chat>, mut state: MutexGuard<'_, ChatState>, job: Job) {
+    state.queue.push_back(job);
+    if state.running {
+        return;
+    }
+    state.running = true;
+    drop(state);
+    *lock(&core.chats.active) += 1;
+    let (worker_core, worker_chat) = (core.clone(), chat.clone());
+    let spawned = std::thread::Builder::new()
+        .name(format!("chat-{}", chat.key))
+        .spawn(move || work(&worker_core, &worker_chat));
+    if let Err(e) = spawned {
+        // No thread to spare: handle the queue here, late rather than never.
+        tracing::warn!(
+            "gateway: cannot start a worker for {}: {e}; handling it inline",
+            chat.key
+        );
+        work(core, chat);
+    }
+}
+
+/// Decrements the active-worker count when the worker ends, even by a panic.
+struct ActiveGuard<'a>(&'a Chats);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        let mut active = lock(&self.0.active);
+        *active = active.saturating_sub(1);
+        if *active == 0 {
+            self.0.all_done.notify_all();
+        }
+    }
+}
+
+/// A chat's worker: runs its queue until it is empty.
+fn work(core: &Arc<Core>, chat: &Arc<Chat>) {
+    let _guard = ActiveGuard(&core.chats);
+    loop {
+        let (job, mut live, idle_for) = {
+            let mut state = lock(&chat.state);
+            match state.queue.pop_front() {
+                Some(job) => {
+                    let live = state.live.take();
+                    (job, live, state.last_activity.elapsed())
+                }
+                None => {
+                    state.running = false;
+                    return;
+                }
+            }
+        };
+        let is_message = matches!(job, Job::Message { .. });
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            handle::run(core, chat, job, &mut live, idle_for)
+        }));
+        if let Err(panic) = ran {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            core.log.line(&format!(
+                "gateway: handling a job of chat {} panicked: {why}",
+                chat.key
+            ));
+        }
+        let mut state = lock(&chat.state);
+        state.live = live;
+        if is_message {
+            state.last_activity = Instant::now();
+        }
+    }
+}
+
+/// Expires idle sessions every `tick` until the server closes. Runs on its own thread.
+pub(crate) fn reap(core: &Arc<Core>, idle: Duration) {
+    let tick = (idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    while !core.chats.is_closed() {
+        std::thread::sleep(tick);
+        let mut map = lock(&core.chats.map);
+        if core.chats.is_closed() {
+            return;
+        }
+        let mut forget = Vec::new();
+        for (key, chat) in map.iter() {
+            let state = lock(&chat.state);
+            if state.running || !state.queue.is_empty() || state.last_activity.elapsed() < idle {
+                continue;
+            }
+            match &state.live {
+                Some(live) if live.is_known() => push(core, chat, state, Job::Expire),
+                _ => forget.push(key.clone()),
+            }
+        }
+        for key in forget {
+            map.remove(&key);
+            core.chats.set_session_id(&key, None);
+        }
+    }
+}
+
+/// Stops accepting messages and ends every chat's session, after its queued messages
+/// (`drain`) or instead of them. Returns how many queued messages were dropped. Waits for
+/// every worker to finish.
+pub(crate) fn close_all(core: &Arc<Core>, drain: bool) -> usize {
+    let mut dropped = 0;
+    {
+        let map = lock(&core.chats.map);
+        core.chats.closed.store(true, Ordering::SeqCst);
+        for chat in map.values() {
+            let mut state = lock(&chat.state);
+            if !drain {
+                for job in std::mem::take(&mut state.queue) {
+                    if let Job::Message { origin, .. } = job {
+                        dropped += 1;
+                        origin.end(&core.router);
+                    }
+                }
+            }
+            push(core, chat, state, Job::Close);
+        }
+    }
+    let mut active = lock(&core.chats.active);
+    while *active > 0 {
+        active = core
+            .chats
+            .all_done
+            .wait(active)
+            .unwrap_or_else(|e| e.into_inner());
+    }
+    dropped
+}

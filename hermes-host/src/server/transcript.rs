@@ -1,0 +1,162 @@
+//! Session transcripts: one JSON line per entry in `$HERMES_HOME/sessions/<session_id>.jsonl`.
+//!
+//! Every entry is serialised first and written with a single `write` on a file opened with
+//! `O_APPEND`, so the kernel puts each line at the end of the file in one piece: concurrent
+//! writers (two chat workers, a plugin's `session.append`, another process) never interleave
+//! inside a line, and a writer that dies can at worst lose its own line, never damage
+//! another one. Nothing is buffered in this process, so a crash loses nothing that was
+//! already reported as written.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Appends entries to session transcripts under one directory.
+///
+/// ```
+/// use hermes_host::server::TranscriptStore;
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = TranscriptStore::new(dir.path().join("sessions"));
+/// store.append("sess-1", &serde_json::json!({"role": "user", "content": "hi"})).unwrap();
+/// let text = std::fs::read_to_string(store.path_of("sess-1").unwrap()).unwrap();
+/// assert_eq!(text, "{\"role\":\"user\",\"content\":\"hi\"}\n");
+/// ```
+#[derive(Clone, Debug)]
+pub struct TranscriptStore {
+    dir: PathBuf,
+}
+
+/// Why an entry could not be appended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TranscriptError {
+    /// The session id cannot name a file (empty, or with a path separator or `..`).
+    BadSessionId(String),
+    /// The file could not be opened or written.
+    Io {
+        /// The transcript file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for TranscriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TranscriptError::BadSessionId(id) => {
+                write!(f, "session id {id:?} cannot name a transcript file")
+            }
+            TranscriptError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for TranscriptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TranscriptError::BadSessionId(_) => None,
+            TranscriptError::Io { source, .. } => Some(source),
+        }
+    }
+}
+
+impl TranscriptStore {
+    /// A store writing under `dir` (created on the first append).
+    pub fn new(dir: impl Into<PathBuf>) -> TranscriptStore {
+        TranscriptStore { dir: dir.into() }
+    }
+
+    /// The directory transcripts go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<dir>/<session_id>.jsonl`.
+    ///
+    /// # Errors
+    ///
+    /// [`TranscriptError::BadSessionId`] when the id is empty or could leave the directory.
+    pub fn path_of(&self, session_id: &str) -> Result<PathBuf, TranscriptError> {
+        let bad = session_id.is_empty()
+            || session_id.contains(['/', '\\', '\0'])
+            || session_id.starts_with('.');
+        if bad {
+            return Err(TranscriptError::BadSessionId(session_id.to_string()));
+        }
+        Ok(self.dir.join(format!("{session_id}.jsonl")))
+    }
+
+    /// Appends `entry` as one line to the transcript of `session_id`.
+    ///
+    /// # Errors
+    ///
+    /// A bad session id, or the IO error of creating the directory or writing the file.
+    pub fn append(&self, session_id: &str, entry: &Value) -> Result<(), TranscriptError> {
+        let path = self.path_of(session_id)?;
+        let mut line = entry.to_string().into_bytes();
+        line.push(b'\n');
+        let io = |source| TranscriptError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = match OpenOptions::new().create(true).append(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir).map_err(io)?;
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        // One write for the whole line: with O_APPEND it lands at the end in one piece.
+        // `write_all` only loops on a short write (a full disk), which would fail anyway.
+        file.write_all(&line).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_that_leave_the_directory_are_refused() {
+        let store = TranscriptStore::new("/tmp/x");
+        for id in ["", "../etc", "a/b", ".hidden"] {
+            assert!(
+                matches!(store.path_of(id), Err(TranscriptError::BadSessionId(_))),
+                "{id}"
+            );
+        }
+        assert!(store.path_of("sess-1a-2").is_ok());
+    }
+
+    #[test]
+    fn concurrent_appends_never_interleave_inside_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TranscriptStore::new(dir.path());
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let store = &store;
+                s.spawn(move || {
+                    for i in 0..200 {
+                        let entry = serde_json::json!({"t": t, "i": i, "pad": "x".repeat(3000)});
+                        store.append("shared", &entry).unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(store.path_of("shared").unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1600);
+        for line in lines {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["pad"].as_str().unwrap().len(), 3000);
+        }
+    }
+}

@@ -1,0 +1,1162 @@
+//! `hermes gateway run`, end to end: the real binary in a temporary `HERMES_HOME`, real
+//! TCP on 127.0.0.1, real plugins built with cargo, real `handler.py` gateway hooks and
+//! shell hooks. The trace (`--trace json --trace-file`) is the recorder of hook order.
+//!
+//! The gateway-hook tests need `python3` on `PATH` and fail (they never skip) without it.
+
+// Test helpers: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds the test plugins once per run, in a target directory of their own so the nested
+/// cargo does not wait for the outer one's lock.
+fn plugin_library(package: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let target = BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let target = workspace_root().join("target/it-server");
+        let out = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "recorder",
+                "-p",
+                "gateway-ack",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(workspace_root())
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building the test plugins failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target
+    });
+    let lib = target
+        .join("debug")
+        .join(format!("lib{}.so", package.replace('-', "_")));
+    assert!(lib.is_file(), "{} was not built", lib.display());
+    lib
+}
+
+/// Fails the test loudly when python3 is missing: these tests must not pass by skipping.
+fn require_python3() {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "these tests need python3 on PATH to run handler.py gateway hooks; install Python 3 (CI does)"
+    );
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A fresh `HERMES_HOME`.
+struct TestHome {
+    dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    fn new() -> TestHome {
+        TestHome {
+            dir: tempfile::tempdir().expect("a temp dir"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn config(&self, yaml: &str) {
+        self.write("config.yaml", yaml);
+    }
+
+    /// Installs the workspace plugin `package` as plugin `name` with `config` (YAML, a
+    /// mapping's body indented by two spaces). Enable it in config.yaml.
+    fn plugin(&self, name: &str, package: &str, config: &str) {
+        let lib = plugin_library(package);
+        let dir = self.path().join("plugins").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = format!("lib{}.so", package.replace('-', "_"));
+        std::fs::copy(&lib, dir.join(&file)).unwrap();
+        let manifest =
+            format!("name: {name}\nversion: 0.1.0\nlibrary: {file}\nconfig:\n{config}\n");
+        std::fs::write(dir.join("plugin.yaml"), manifest).unwrap();
+    }
+
+    /// A `handler.py` gateway hook in `hooks/<dir>/`.
+    fn python_hook(&self, dir: &str, events: &str, handler: &str) {
+        require_python3();
+        self.write(
+            &format!("hooks/{dir}/HOOK.yaml"),
+            &format!("name: {dir}\nevents: {events}\n"),
+        );
+        self.write(&format!("hooks/{dir}/handler.py"), handler);
+    }
+
+    /// A gateway hook that appends `<event> <context as JSON>` lines to `<home>/<dir>.out`.
+    fn recording_hook(&self, dir: &str, events: &str) {
+        self.python_hook(
+            dir,
+            events,
+            &format!(
+                "import json, os\nOUT = os.path.join(os.environ['HERMES_HOME'], '{dir}.out')\n\
+                 def handle(event_type, context):\n    with open(OUT, 'a') as f:\n        \
+                 f.write(event_type + ' ' + json.dumps(context, sort_keys=True) + '\\n')\n"
+            ),
+        );
+    }
+
+    fn lines_of(&self, name: &str) -> Vec<String> {
+        std::fs::read_to_string(self.path().join(name))
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes"));
+        cmd.arg("--home").arg(self.path()).args(["gateway", "run"]);
+        if !args.contains(&"--trace") {
+            cmd.args(["--trace", "json", "--trace-file"])
+                .arg(self.path().join("trace.jsonl"));
+        }
+        cmd.args(args);
+        cmd.current_dir(self.path());
+        for var in [
+            "HERMES_HOME",
+            "HERMES_ACCEPT_HOOKS",
+            "HERMES_SAFE_MODE",
+            "RUST_LOG",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("HERMES_LOG", "warn").env("NO_COLOR", "1");
+        cmd
+    }
+
+    /// Runs the gateway on stdin: writes `messages`, closes stdin, waits for the exit.
+    fn stdin_run(&self, args: &[&str], messages: &[Value]) -> Finished {
+        let mut cmd = self.command(args);
+        cmd.arg("--stdin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("hermes starts");
+        let mut stdin = child.stdin.take().unwrap();
+        for m in messages {
+            writeln!(stdin, "{m}").unwrap();
+        }
+        drop(stdin);
+        let out = wait_with_timeout(child, Duration::from_secs(60));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let finished = Finished {
+            status: out.status,
+            stdout: stdout.lines().map(str::to_string).collect(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        finished.expect_success();
+        finished
+    }
+
+    /// Starts the gateway on a free loopback port.
+    fn start(&self, args: &[&str]) -> Gateway {
+        let mut cmd = self.command(args);
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("hermes starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let addr: SocketAddr = match first.trim().parse() {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "the first stdout line is not an address: {first:?}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        };
+        assert!(addr.ip().is_loopback());
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let out_thread = std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut stderr = child.stderr.take().unwrap();
+        let err_thread = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        Gateway {
+            child: Some(child),
+            addr,
+            lines,
+            out_thread: Some(out_thread),
+            err_thread: Some(err_thread),
+        }
+    }
+
+    /// The trace records, in order.
+    fn trace(&self) -> Vec<Value> {
+        self.lines_of("trace.jsonl")
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `(kind, hook)` of the trace's `fire` and `gateway` records whose hook is in `hooks`.
+    fn trace_of(&self, hooks: &[&str]) -> Vec<String> {
+        self.trace()
+            .iter()
+            .filter(|r| r["kind"] == "fire" || r["kind"] == "gateway")
+            .filter_map(|r| {
+                r["hook"]
+                    .as_str()
+                    .filter(|h| hooks.contains(h))
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// Every line of a session's transcript, each of which must be one JSON object.
+    fn transcript(&self, session_id: &str) -> Vec<Value> {
+        let path = self
+            .path()
+            .join("sessions")
+            .join(format!("{session_id}.jsonl"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            text.ends_with('\n'),
+            "{}: the last line is cut off",
+            path.display()
+        );
+        text.lines()
+            .map(|line| {
+                let v: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", path.display()));
+                assert!(v.is_object(), "{line}");
+                v
+            })
+            .collect()
+    }
+
+    fn transcript_files(&self) -> Vec<PathBuf> {
+        match std::fs::read_dir(self.path().join("sessions")) {
+            Ok(dir) => dir.flatten().map(|e| e.path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+fn wait_with_timeout(mut child: Child, timeout: Duration) -> std::process::Output {
+    let start = Instant::now();
+    loop {
+        match child.try_wait().unwrap() {
+            Some(_) => return child.wait_with_output().unwrap(),
+            None if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "hermes did not exit within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A finished gateway run.
+struct Finished {
+    status: ExitStatus,
+    stdout: Vec<String>,
+    stderr: String,
+}
+
+impl Finished {
+    fn fail(&self, what: &str) -> ! {
+        let line = "-".repeat(79);
+        panic!(
+            "{what}\n{line}\nexit: {:?}\n{line}\nstdout:\n{}\n{line}\nstderr:\n{}\n{line}",
+            self.status.code(),
+            self.stdout.join("\n"),
+            self.stderr
+        )
+    }
+
+    fn expect_success(&self) {
+        if !self.status.success() {
+            self.fail("hermes gateway run failed");
+        }
+    }
+
+    /// The JSON lines on stdout for chat `chat`, in order.
+    fn messages_for(&self, chat: &str) -> Vec<Value> {
+        self.stdout
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["chat_id"] == chat)
+            .collect()
+    }
+}
+
+/// A running `hermes gateway run --listen`.
+struct Gateway {
+    child: Option<Child>,
+    addr: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+    out_thread: Option<std::thread::JoinHandle<()>>,
+    err_thread: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Gateway {
+    fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        Client {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            stream,
+        }
+    }
+
+    /// SIGTERM, then waits for the exit.
+    fn stop(mut self) -> Finished {
+        let mut child = self.child.take().unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("the gateway did not stop within 60 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.out_thread.take().unwrap().join().unwrap();
+        let stderr = self.err_thread.take().unwrap().join().unwrap();
+        let finished = Finished {
+            status,
+            stdout: self.lines.lock().unwrap().clone(),
+            stderr,
+        };
+        finished.expect_success();
+        finished
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One TCP client.
+struct Client {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn send(&mut self, message: Value) {
+        writeln!(self.stream, "{message}").unwrap();
+    }
+
+    fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).unwrap();
+        assert!(n > 0, "the gateway closed the connection");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Stops sending and reads every line until the gateway closes the connection.
+    fn finish(self) -> Vec<Value> {
+        self.stream.shutdown(Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        for line in self.reader.lines() {
+            let line = line.unwrap();
+            out.push(
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")),
+            );
+        }
+        out
+    }
+}
+
+fn msg(chat: &str, user: &str, text: &str) -> Value {
+    json!({ "chat_id": chat, "user_id": user, "text": text })
+}
+
+// ---------------------------------------------------------------------------------------
+// Sessions: /new, /reset and the order of hooks and events
+
+/// The hooks and events that mark session boundaries and turns.
+const ORDER_HOOKS: &[&str] = &[
+    "gateway:startup",
+    "pre_gateway_dispatch",
+    "command:new",
+    "command:reset",
+    "session:start",
+    "session:end",
+    "session:reset",
+    "on_session_start",
+    "on_session_end",
+    "on_session_finalize",
+    "on_session_reset",
+    "agent:start",
+    "agent:end",
+];
+
+#[test]
+fn new_and_reset_run_finalize_swap_reset_then_start_on_the_next_turn() {
+    let home = TestHome::new();
+    home.plugin(
+        "recorder",
+        "recorder",
+        &format!("  log: {}", home.path().join("plugin.log").display()),
+    );
+    home.config("plugins:\n  enabled: [recorder]\n");
+    let run = home.stdin_run(
+        &[],
+        &[
+            msg("c1", "u1", "one"),
+            msg("c1", "u1", "/new"),
+            msg("c1", "u1", "two"),
+            msg("c1", "u1", "/reset now"),
+            msg("c1", "u1", "three"),
+            msg("c1", "u1", "/new"),
+        ],
+    );
+    let turn = [
+        "pre_gateway_dispatch",
+        "session:start",
+        "on_session_start",
+        "agent:start",
+        "on_session_end",
+        "agent:end",
+    ];
+    let reset = |cmd: &'static str| {
+        [
+            "pre_gateway_dispatch",
+            cmd,
+            "session:end",
+            "on_session_finalize",
+            "session:reset",
+            "on_session_reset",
+        ]
+    };
+    let mut expected = vec!["gateway:startup"];
+    expected.extend(turn);
+    expected.extend(reset("command:new"));
+    expected.extend(turn);
+    expected.extend(reset("command:reset"));
+    expected.extend(turn);
+    expected.extend(reset("command:new"));
+    // End of input: the session the last reset announced ends too, though it never started.
+    expected.extend(["session:end", "on_session_finalize"]);
+    assert_eq!(
+        home.trace_of(ORDER_HOOKS),
+        expected,
+        "stderr:\n{}",
+        run.stderr
+    );
+
+    // Four sessions: the answers name them, and the plugin saw finalize(old) / reset(new).
+    let out = run.messages_for("c1");
+    let kinds: Vec<&str> = out.iter().map(|m| m["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["reply", "notice", "reply", "notice", "reply", "notice"]
+    );
+    let ids: Vec<&str> = out
+        .iter()
+        .map(|m| m["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (ids[1], ids[3]),
+        (ids[2], ids[4]),
+        "a reset's notice names the new session"
+    );
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 4, "{ids:?}");
+    let seen: Vec<(String, String)> = home
+        .lines_of("plugin.log")
+        .iter()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ' ');
+            let (_tag, hook, fields) = (parts.next()?, parts.next()?, parts.next()?);
+            let fields: Value = serde_json::from_str(fields).ok()?;
+            [
+                "on_session_start",
+                "on_session_finalize",
+                "on_session_reset",
+            ]
+            .contains(&hook)
+            .then(|| {
+                (
+                    hook.to_string(),
+                    fields["session_id"].as_str().unwrap_or("None").to_string(),
+                )
+            })
+        })
+        .collect();
+    let pair = |h: &str, id: &str| (h.to_string(), id.to_string());
+    assert_eq!(
+        seen,
+        [
+            pair("on_session_start", ids[0]),
+            pair("on_session_finalize", ids[0]),
+            pair("on_session_reset", ids[2]),
+            pair("on_session_start", ids[2]),
+            pair("on_session_finalize", ids[2]),
+            pair("on_session_reset", ids[4]),
+            pair("on_session_start", ids[4]),
+            pair("on_session_finalize", ids[4]),
+            pair("on_session_reset", ids[5]),
+            pair("on_session_finalize", ids[5]),
+        ]
+    );
+    // Each session has its own transcript: one user line and one answer.
+    for id in [ids[0], ids[2], ids[4]] {
+        let roles: Vec<Value> = home
+            .transcript(id)
+            .iter()
+            .map(|e| e["role"].clone())
+            .collect();
+        assert_eq!(roles, [json!("user"), json!("assistant")]);
+    }
+}
+
+#[test]
+fn idle_sessions_expire_with_session_end_and_finalize() {
+    let home = TestHome::new();
+    let gateway = home.start(&["--idle-timeout", "0.5"]);
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u1", "hello"));
+    let first = client.recv();
+    assert_eq!(first["text"], "hello");
+    wait_until("the idle session to end", Duration::from_secs(20), || {
+        home.trace_of(&["on_session_finalize"]).len() == 1
+    });
+    client.send(msg("c1", "u1", "again"));
+    let second = client.recv();
+    assert_eq!(second["text"], "again");
+    assert_ne!(
+        first["session_id"], second["session_id"],
+        "an expired session is not reused"
+    );
+    gateway.stop();
+    let hooks = [
+        "session:start",
+        "on_session_start",
+        "agent:end",
+        "session:end",
+        "on_session_finalize",
+    ];
+    assert_eq!(
+        home.trace_of(&hooks),
+        [
+            "session:start",
+            "on_session_start",
+            "agent:end", // hello
+            "session:end",
+            "on_session_finalize", // idle expiry
+            "session:start",
+            "on_session_start",
+            "agent:end", // again
+            "session:end",
+            "on_session_finalize", // shutdown
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// pre_gateway_dispatch and authorisation
+
+#[test]
+fn a_skip_drops_the_message_before_authorisation_with_the_reference_log_line() {
+    let home = TestHome::new();
+    home.plugin(
+        "recorder",
+        "recorder",
+        &format!(
+            "  log: {}\n  answers:\n    pre_gateway_dispatch: {{action: skip, text: spam}}",
+            home.path().join("plugin.log").display()
+        ),
+    );
+    // Nobody is allowed: a skip still comes first, so there is no refusal either.
+    home.config("plugins:\n  enabled: [recorder]\ngateway:\n  allowed_users: []\n");
+    let run = home.stdin_run(
+        &[],
+        &[msg("c1", "u1", "buy now"), msg("c2", "u2", "cheap pills")],
+    );
+    assert!(
+        run.stdout.is_empty(),
+        "a skipped message gets no answer: {:?}",
+        run.stdout
+    );
+    for chat in ["c1", "c2"] {
+        let line = format!("pre_gateway_dispatch skip: reason=spam platform=local chat={chat}");
+        if !run.stderr.lines().any(|l| l == line) {
+            run.fail(&format!("missing log line: {line}"));
+        }
+    }
+    assert!(!run.stderr.contains("unauthorised"), "{}", run.stderr);
+    assert_eq!(
+        home.trace_of(&["pre_gateway_dispatch", "agent:start", "session:start"]),
+        ["pre_gateway_dispatch"; 2]
+    );
+    assert!(
+        home.transcript_files().is_empty(),
+        "skipped messages leave no transcript"
+    );
+    assert_eq!(
+        home.lines_of("plugin.log")
+            .iter()
+            .filter(|l| l.contains(" pre_gateway_dispatch "))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_rewrite_replaces_the_text_and_wins_over_a_later_skip() {
+    let home = TestHome::new();
+    let log = home.path().join("plugin.log");
+    let log = log.display();
+    home.plugin("a-rewrite", "recorder", &format!("  log: {log}\n  answers:\n    pre_gateway_dispatch: {{action: rewrite, text: rewritten}}"));
+    home.plugin(
+        "b-skip",
+        "recorder",
+        &format!(
+            "  log: {log}\n  answers:\n    pre_gateway_dispatch: {{action: skip, text: spam}}"
+        ),
+    );
+    home.config("plugins:\n  enabled: [a-rewrite, b-skip]\n");
+    let run = home.stdin_run(
+        &[],
+        &[json!({"chat_id": "c1", "user_id": "u1", "text": "original", "message_id": "m1"})],
+    );
+    let out = run.messages_for("c1");
+    assert_eq!(out.len(), 1, "{:?}", run.stdout);
+    assert_eq!(
+        (
+            out[0]["kind"].as_str(),
+            out[0]["text"].as_str(),
+            out[0]["reply_to"].as_str()
+        ),
+        (Some("reply"), Some("rewritten"), Some("m1"))
+    );
+    assert!(
+        !run.stderr.contains("pre_gateway_dispatch skip"),
+        "{}",
+        run.stderr
+    );
+    let transcript = home.transcript(out[0]["session_id"].as_str().unwrap());
+    assert_eq!(
+        (&transcript[0]["content"], &transcript[0]["original"]),
+        (&json!("rewritten"), &json!("original"))
+    );
+    let decision: Vec<Value> = home
+        .trace()
+        .into_iter()
+        .filter(|r| r["kind"] == "fire" && r["hook"] == "pre_gateway_dispatch")
+        .map(|r| r["decision"].clone())
+        .collect();
+    assert_eq!(decision.len(), 1);
+    let decision = decision[0].as_str().unwrap();
+    assert!(
+        decision.starts_with("rewrit") && decision.contains("by a-rewrite::record"),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn an_allow_dispatches_the_message_as_is_and_wins_over_a_later_skip() {
+    let home = TestHome::new();
+    let log = home.path().join("plugin.log");
+    let log = log.display();
+    home.plugin(
+        "a-allow",
+        "recorder",
+        &format!("  log: {log}\n  answers:\n    pre_gateway_dispatch: {{action: allow}}"),
+    );
+    home.plugin(
+        "b-skip",
+        "recorder",
+        &format!(
+            "  log: {log}\n  answers:\n    pre_gateway_dispatch: {{action: skip, text: spam}}"
+        ),
+    );
+    home.config("plugins:\n  enabled: [a-allow, b-skip]\n");
+    let run = home.stdin_run(&[], &[msg("c1", "u1", "hello there")]);
+    let out = run.messages_for("c1");
+    assert_eq!(out.len(), 1, "{:?}", run.stdout);
+    assert_eq!(out[0]["text"], "hello there");
+    assert!(
+        !run.stderr.contains("pre_gateway_dispatch skip"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn unauthorised_users_get_a_refusal_after_pre_gateway_dispatch_and_internal_messages_pass() {
+    let home = TestHome::new();
+    home.config("gateway:\n  allowed_users: [alice, 42]\n");
+    let run = home.stdin_run(
+        &[],
+        &[
+            msg("c1", "mallory", "let me in"),
+            msg("c2", "alice", "hi"),
+            json!({"chat_id": "c3", "user_id": 42, "text": "numeric id"}),
+            json!({"chat_id": "c4", "user_id": "system", "text": "internal note", "internal": true}),
+        ],
+    );
+    let refused = run.messages_for("c1");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["kind"], "refusal");
+    assert!(
+        refused[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not authorised")
+    );
+    assert_eq!(run.messages_for("c2")[0]["text"], "hi");
+    assert_eq!(run.messages_for("c3")[0]["text"], "numeric id");
+    assert_eq!(run.messages_for("c4")[0]["text"], "internal note");
+    assert!(
+        run.stderr
+            .contains("gateway: unauthorised user mallory on local chat c1: message refused"),
+        "{}",
+        run.stderr
+    );
+    // pre_gateway_dispatch ran for the three outside messages, the refused one included;
+    // the refused one never reached the agent.
+    assert_eq!(home.trace_of(&["pre_gateway_dispatch"]).len(), 3);
+    assert_eq!(home.trace_of(&["agent:start"]).len(), 3);
+}
+
+#[test]
+fn capability_handles_send_to_the_chat_and_append_to_its_transcript() {
+    let home = TestHome::new();
+    home.plugin("gateway-ack", "gateway-ack", "  {}");
+    home.config("plugins:\n  enabled: [gateway-ack]\n");
+    let gateway = home.start(&[]);
+    let mut alice = gateway.connect();
+    let mut bob = gateway.connect();
+    alice.send(msg("c1", "alice", "hello"));
+    let ack = alice.recv();
+    assert_eq!(
+        (
+            ack["kind"].as_str(),
+            ack["text"].as_str(),
+            ack["chat_id"].as_str()
+        ),
+        (Some("send"), Some("ack: hello"), Some("c1"))
+    );
+    let reply = alice.recv();
+    assert_eq!(
+        (reply["kind"].as_str(), reply["text"].as_str()),
+        (Some("reply"), Some("hello"))
+    );
+    bob.send(msg("c2", "bob", "hi"));
+    assert_eq!(bob.recv()["text"], "ack: hi");
+    assert_eq!(bob.recv()["text"], "hi");
+    // Nothing of c2 reached alice's connection.
+    assert_eq!(alice.finish(), Vec::<Value>::new());
+    drop(bob);
+    gateway.stop();
+    let transcript = home.transcript(reply["session_id"].as_str().unwrap());
+    let lines: Vec<(Value, Value)> = transcript
+        .iter()
+        .map(|e| (e["role"].clone(), e["content"].clone()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (json!("plugin"), json!("ack: hello")),
+            (json!("user"), json!("hello")),
+            (json!("assistant"), json!("hello"))
+        ]
+    );
+    assert!(
+        transcript[0].get("send_error").is_none(),
+        "{}",
+        transcript[0]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Concurrency and faults
+
+#[test]
+fn a_hundred_concurrent_chats_lose_and_cross_no_message() {
+    const CHATS: usize = 100;
+    const MESSAGES: usize = 5;
+    let home = TestHome::new();
+    home.plugin("gateway-ack", "gateway-ack", "  {}");
+    home.config("plugins:\n  enabled: [gateway-ack]\n");
+    let gateway = home.start(&["--trace", "off"]);
+    let barrier = Arc::new(Barrier::new(CHATS));
+    let clients: Vec<_> = (0..CHATS)
+        .map(|c| {
+            let mut client = gateway.connect();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let chat = format!("chat-{c}");
+                for m in 0..MESSAGES {
+                    client.send(msg(
+                        &chat,
+                        &format!("user-{c}"),
+                        &format!("{chat} message {m}"),
+                    ));
+                }
+                (chat, client.finish())
+            })
+        })
+        .collect();
+    let mut sessions = Vec::new();
+    for handle in clients {
+        let (chat, got) = handle.join().unwrap();
+        let seen: Vec<(String, String)> = got
+            .iter()
+            .map(|m| {
+                assert_eq!(m["chat_id"], chat.as_str(), "a message crossed chats: {m}");
+                (
+                    m["kind"].as_str().unwrap().to_string(),
+                    m["text"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, String)> = (0..MESSAGES)
+            .flat_map(|m| {
+                let text = format!("{chat} message {m}");
+                [
+                    ("send".to_string(), format!("ack: {text}")),
+                    ("reply".to_string(), text),
+                ]
+            })
+            .collect();
+        assert_eq!(seen, expected, "chat {chat}");
+        let ids: BTreeSet<&str> = got
+            .iter()
+            .filter(|m| m["kind"] == "reply")
+            .map(|m| m["session_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 1);
+        sessions.push((chat, ids.into_iter().next().unwrap().to_string()));
+    }
+    gateway.stop();
+    assert_eq!(home.transcript_files().len(), CHATS);
+    for (chat, id) in sessions {
+        let transcript = home.transcript(&id);
+        let got: Vec<(Value, Value)> = transcript
+            .iter()
+            .map(|e| (e["role"].clone(), e["content"].clone()))
+            .collect();
+        let expected: Vec<(Value, Value)> = (0..MESSAGES)
+            .flat_map(|m| {
+                let text = format!("{chat} message {m}");
+                [
+                    (json!("plugin"), json!(format!("ack: {text}"))),
+                    (json!("user"), json!(text.clone())),
+                    (json!("assistant"), json!(text)),
+                ]
+            })
+            .collect();
+        assert_eq!(got, expected, "transcript of {chat}");
+    }
+}
+
+#[test]
+fn transcripts_stay_intact_when_a_gateway_hook_handler_crashes_mid_run() {
+    const CHATS: usize = 20;
+    const MESSAGES: usize = 5;
+    let home = TestHome::new();
+    // Dies (no exception, no cleanup) on every message that contains "boom".
+    home.python_hook(
+        "crashy",
+        "['agent:start', 'agent:end']",
+        "import os\nOUT = os.path.join(os.environ['HERMES_HOME'], 'crashy.out')\n\
+         def handle(event_type, context):\n    if 'boom' in context.get('message', ''):\n        os._exit(3)\n    \
+         with open(OUT, 'a') as f:\n        f.write(event_type + '\\n')\n",
+    );
+    let gateway = home.start(&["--trace", "off"]);
+    let clients: Vec<_> = (0..CHATS)
+        .map(|c| {
+            let mut client = gateway.connect();
+            std::thread::spawn(move || {
+                let chat = format!("chat-{c}");
+                for m in 0..MESSAGES {
+                    let text = if (c + m) % 3 == 0 {
+                        format!("{chat} boom {m}")
+                    } else {
+                        format!("{chat} fine {m}")
+                    };
+                    client.send(msg(&chat, "u", &text));
+                }
+                (chat, client.finish())
+            })
+        })
+        .collect();
+    let mut sessions = Vec::new();
+    for handle in clients {
+        let (chat, got) = handle.join().unwrap();
+        assert_eq!(got.len(), MESSAGES, "chat {chat}: {got:?}");
+        for (m, reply) in got.iter().enumerate() {
+            assert_eq!(reply["chat_id"], chat.as_str());
+            assert!(
+                reply["text"].as_str().unwrap().ends_with(&format!(" {m}")),
+                "{reply}"
+            );
+        }
+        sessions.push((chat, got[0]["session_id"].as_str().unwrap().to_string()));
+    }
+    // The gateway still answers after the crashes.
+    let mut late = gateway.connect();
+    late.send(msg("late", "u", "still there?"));
+    assert_eq!(late.recv()["text"], "still there?");
+    drop(late);
+    let finished = gateway.stop();
+    let stdout = finished.stdout.join("\n");
+    assert!(
+        stdout.contains("[hooks] Error in handler for 'agent:"),
+        "the crash was reported:\n{stdout}"
+    );
+    for (chat, id) in sessions {
+        let transcript = home.transcript(&id);
+        assert_eq!(transcript.len(), 2 * MESSAGES, "{chat}: {transcript:?}");
+        for (i, entry) in transcript.iter().enumerate() {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            assert_eq!(entry["role"], role, "{chat} line {i}");
+            assert!(
+                entry["content"].as_str().unwrap().starts_with(&chat),
+                "{entry}"
+            );
+        }
+    }
+    assert!(
+        !home.lines_of("crashy.out").is_empty(),
+        "the handler ran between crashes"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Gateway events and shell hooks
+
+#[test]
+fn gateway_events_carry_the_reference_context_keys() {
+    let home = TestHome::new();
+    home.recording_hook(
+        "events",
+        "['gateway:startup', 'session:start', 'session:end', 'session:reset', 'agent:start', 'agent:step', 'agent:end', 'command:*']",
+    );
+    home.write("notes.txt", "some notes");
+    let script = home.write(
+        "gateway.yaml",
+        "model: test-model\nreplies:\n  - match: '^read'\n    steps:\n      - tool: read_file\n        args: {path: notes.txt}\n      - final: 'read it: {text}'\n",
+    );
+    let run = home.stdin_run(
+        &["--script", script.to_str().unwrap()],
+        &[
+            msg("c1", "u1", "read the notes"),
+            msg("c1", "u1", "/model gpt-5"),
+            msg("c1", "u1", "/new"),
+        ],
+    );
+    assert_eq!(run.messages_for("c1")[0]["text"], "read it: read the notes");
+    let events: Vec<(String, Value)> = home
+        .lines_of("events.out")
+        .iter()
+        .map(|l| {
+            let (event, context) = l.split_once(' ').unwrap();
+            (event.to_string(), serde_json::from_str(context).unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "gateway:startup",
+            "session:start",
+            "agent:start",
+            "agent:step",
+            "agent:end",
+            "command:model",
+            "command:new",
+            "session:end",
+            "session:reset",
+            // End of input: the session /new announced ends.
+            "session:end",
+        ],
+        "stdout:\n{}",
+        run.stdout.join("\n")
+    );
+    let keys = |i: usize| -> BTreeSet<&str> {
+        events[i]
+            .1
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect()
+    };
+    let set = |k: &[&'static str]| -> BTreeSet<&'static str> { k.iter().copied().collect() };
+    let ctx = |i: usize| &events[i].1;
+    assert_eq!(ctx(0)["platforms"], json!(["local"]));
+    assert_eq!(keys(0), set(&["platforms"]));
+    assert_eq!(
+        keys(1),
+        set(&["platform", "user_id", "session_id", "session_key"])
+    );
+    assert_eq!(ctx(1)["session_key"], "local:c1");
+    assert!(
+        keys(2).is_superset(&set(&["platform", "user_id", "session_id", "message"])),
+        "{:?}",
+        keys(2)
+    );
+    assert_eq!(ctx(2)["message"], "read the notes");
+    assert!(
+        keys(3).is_superset(&set(&[
+            "platform",
+            "user_id",
+            "session_id",
+            "iteration",
+            "tool_names"
+        ])),
+        "{:?}",
+        keys(3)
+    );
+    assert_eq!(
+        (&ctx(3)["iteration"], &ctx(3)["tool_names"]),
+        (&json!(1), &json!(["read_file"]))
+    );
+    assert!(
+        keys(4).is_superset(&keys(2)) && keys(4).contains("response"),
+        "{:?}",
+        keys(4)
+    );
+    assert_eq!(ctx(4)["response"], "read it: read the notes");
+    assert_eq!(keys(5), set(&["platform", "user_id", "command", "args"]));
+    assert_eq!(
+        (&ctx(5)["command"], &ctx(5)["args"]),
+        (&json!("model"), &json!("gpt-5"))
+    );
+    assert_eq!(
+        (&ctx(6)["command"], &ctx(6)["args"]),
+        (&json!("new"), &json!(""))
+    );
+    for i in [7, 8, 9] {
+        assert_eq!(
+            keys(i),
+            set(&["platform", "user_id", "session_key"]),
+            "{}",
+            events[i].0
+        );
+        assert_eq!(
+            (&ctx(i)["user_id"], &ctx(i)["session_key"]),
+            (&json!("u1"), &json!("local:c1"))
+        );
+    }
+    for (event, context) in &events[1..] {
+        assert_eq!(context["platform"], "local", "{event}");
+    }
+}
+
+#[test]
+fn shell_hooks_register_at_gateway_startup() {
+    let home = TestHome::new();
+    let out = home.path().join("shell.out");
+    let script = home.write(
+        "record.sh",
+        &format!(
+            "#!/bin/sh\ncat >> {}\necho >> {}\necho '{{}}'\n",
+            out.display(),
+            out.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.config(&format!(
+        "hooks:\n  on_session_start:\n    - command: {0}\n  on_session_finalize:\n    - command: {0}\n",
+        script.display()
+    ));
+    let run = home.stdin_run(&["--accept-hooks"], &[msg("c1", "u1", "hi")]);
+    assert_eq!(run.messages_for("c1")[0]["text"], "hi");
+    let events: Vec<String> = home
+        .lines_of("shell.out")
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["hook_event_name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        events,
+        ["on_session_start", "on_session_finalize"],
+        "stderr:\n{}",
+        run.stderr
+    );
+}
