@@ -99,13 +99,15 @@ impl Session {
     }
 }
 
-/// A fresh session id: time plus a process-wide counter.
+/// A fresh session id: time, process id and a process-wide counter.
 pub fn new_session_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    format!("sess-{secs:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    // The process id keeps ids unique across processes started in the same second
+    // (transcripts and logs outlive the process).
+    format!("sess-{secs:x}-p{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// How a turn ended.

@@ -144,12 +144,9 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// A fresh session for a chat (not started: no hook fired yet). Its id carries the
-    /// process id too: transcripts outlive the process, and two gateways started in the
-    /// same second would otherwise share ids and files.
+    /// A fresh session for a chat (not started: no hook fired yet).
     pub(crate) fn new_session(&self, platform: &str, chat_id: &str) -> Session {
         let mut session = Session::new(&self.script.model, platform, &self.options.cwd);
-        session.id = format!("{}-p{}", session.id, std::process::id());
         session.chat_id = Some(chat_id.to_string());
         if !self.script.dir.as_os_str().is_empty() {
             session.script_dir = self.script.dir.clone();
