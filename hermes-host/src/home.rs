@@ -325,3 +325,28 @@ pub fn is_truthy(value: &str) -> bool {
         "1" | "true" | "yes" | "on"
     )
 }
+
+/// The subdirectories of `dir` as `(name, path)`, sorted by name in byte order, which is
+/// the code-point order Python's `sorted()` gives. A missing or unreadable `dir` has none.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// for name in ["b", "a", "B"] {
+///     std::fs::create_dir(dir.path().join(name)).unwrap();
+/// }
+/// std::fs::write(dir.path().join("file"), "").unwrap();
+/// let names: Vec<String> = hermes_host::home::sorted_subdirs(dir.path()).into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["B", "a", "b"]);
+/// ```
+pub fn sorted_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    dirs.sort();
+    dirs
+}

@@ -51,6 +51,7 @@ pub mod home;
 pub mod logging;
 pub mod payload;
 pub mod plugins;
+pub mod pyfmt;
 pub mod registry;
 pub mod schema;
 pub mod server;

@@ -64,7 +64,7 @@ pub struct SchemaError {
 impl std::fmt::Display for SchemaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names = hooks::names_sorted();
-        match crate::shell::pyfmt::close_match(&self.event, &names, 0.6) {
+        match crate::pyfmt::close_match(&self.event, &names, 0.6) {
             Some(close) => write!(
                 f,
                 "unknown hook event '{}'; did you mean '{close}'?",

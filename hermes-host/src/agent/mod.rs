@@ -107,7 +107,11 @@ pub fn new_session_id() -> String {
         .map_or(0, |d| d.as_secs());
     // The process id keeps ids unique across processes started in the same second
     // (transcripts and logs outlive the process).
-    format!("sess-{secs:x}-p{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "sess-{secs:x}-p{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// How a turn ended.

@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod inputs;
 mod load;
 mod settings;
 

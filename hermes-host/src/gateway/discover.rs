@@ -20,12 +20,11 @@
 //! (the reference iterates it character by character); a `name` that is null or empty
 //! falls back to the directory name (the reference would call the hook `None` or ``).
 
-use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use yaml_serde::{Mapping, Value};
+use yaml_serde::Value;
 
 use crate::home::yaml_type_name;
 
@@ -105,18 +104,8 @@ pub struct Skip {
 pub fn scan(hooks_dir: &Path) -> Vec<DirOutcome> {
     // Handlers run in their own directory, so every path handed on must be absolute.
     let hooks_dir = std::path::absolute(hooks_dir).unwrap_or_else(|_| hooks_dir.to_path_buf());
-    let Ok(entries) = std::fs::read_dir(&hooks_dir) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<(String, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    // Python sorts Path objects by their string: code-point order, which for UTF-8 text is
-    // byte order.
-    dirs.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    dirs.into_iter()
+    crate::home::sorted_subdirs(&hooks_dir)
+        .into_iter()
         .map(|(name, dir)| read_dir(&name, &dir))
         .collect()
 }
@@ -333,105 +322,7 @@ fn py_str(value: &Value) -> String {
 /// assert_eq!(py_repr(&v), r#"['agent:start', "it's", 3, True, None]"#);
 /// ```
 pub fn py_repr(value: &Value) -> String {
-    let mut out = String::new();
-    write_repr(&mut out, value);
-    out
-}
-
-fn write_repr(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => {
-                let _ = write!(out, "{i}");
-            }
-            (None, Some(u), _) => {
-                let _ = write!(out, "{u}");
-            }
-            (None, None, Some(f)) => out.push_str(&py_float(f)),
-            _ => out.push_str("nan"),
-        },
-        Value::String(s) => write_str_repr(out, s),
-        Value::Sequence(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(out, item);
-            }
-            out.push(']');
-        }
-        Value::Mapping(map) => write_map_repr(out, map),
-        Value::Tagged(tagged) => write_repr(out, &tagged.value),
-    }
-}
-
-fn write_map_repr(out: &mut String, map: &Mapping) {
-    out.push('{');
-    for (i, (k, v)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        write_repr(out, k);
-        out.push_str(": ");
-        write_repr(out, v);
-    }
-    out.push('}');
-}
-
-fn py_float(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if f == f.trunc() && f.abs() < 1e16 {
-        return format!("{f:.1}");
-    }
-    let text = format!("{f}");
-    if f.abs() >= 1e16 || (f != 0.0 && f.abs() < 1e-4) {
-        // Python switches to exponent notation here: 1e+16, 1e-05.
-        let e = format!("{f:e}");
-        if let Some((mantissa, exp)) = e.split_once('e') {
-            let (sign, digits) = exp.strip_prefix('-').map_or(("+", exp), |d| ("-", d));
-            return format!("{mantissa}e{sign}{digits:0>2}");
-        }
-    }
-    text
-}
-
-/// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`.
-fn write_str_repr(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if (0x80..0xa0).contains(&(c as u32)) => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
+    crate::pyfmt::repr_yaml(value)
 }
 
 #[cfg(test)]

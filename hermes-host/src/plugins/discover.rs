@@ -119,30 +119,17 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
 /// `(key, dir)` of every plugin directory under `root`, sorted, categories one level deep.
 fn scan(root: &Path) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
-    for (name, dir) in sorted_subdirs(root) {
+    for (name, dir) in crate::home::sorted_subdirs(root) {
         if manifest_path(&dir).is_some() {
             out.push((name, dir));
             continue;
         }
         // A directory without a manifest is a category: look one level deeper, no further.
-        for (inner, inner_dir) in sorted_subdirs(&dir) {
+        for (inner, inner_dir) in crate::home::sorted_subdirs(&dir) {
             if manifest_path(&inner_dir).is_some() {
                 out.push((format!("{name}/{inner}"), inner_dir));
             }
         }
     }
     out
-}
-
-fn sorted_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<(String, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    dirs.sort();
-    dirs
 }

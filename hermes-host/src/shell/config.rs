@@ -22,8 +22,8 @@
 use yaml_serde::Value;
 
 use super::matcher::Matcher;
-use super::pyfmt::{close_match, repr_str, repr_yaml};
 use crate::home::{Config, is_truthy, yaml_type_name};
+use crate::pyfmt::{close_match, repr_str, repr_yaml};
 
 /// The timeout of an entry that sets none (seconds).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;

@@ -40,9 +40,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use super::pyfmt::{JsonStyle, dumps, isoformat_utc, repr_str};
 use super::script;
 use crate::home::Home;
+use crate::pyfmt::{JsonStyle, dumps, isoformat_utc, repr_str};
 
 /// One approval.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use regex::Regex;
 
-use super::pyfmt::repr_str;
+use crate::pyfmt::repr_str;
 
 /// A tool-name matcher, compiled once when the config is parsed.
 ///

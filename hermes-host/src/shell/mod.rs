@@ -37,7 +37,6 @@
 pub mod config;
 pub mod consent;
 pub mod matcher;
-pub mod pyfmt;
 pub mod script;
 pub mod spawn;
 pub mod wire;

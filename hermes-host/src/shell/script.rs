@@ -7,8 +7,8 @@ use std::time::UNIX_EPOCH;
 
 use sha2::{Digest, Sha256};
 
-use super::pyfmt::isoformat_utc;
 use super::spawn::{expand_tilde, split_words};
+use crate::pyfmt::isoformat_utc;
 
 /// Extensions that mark a word of the command as the script (case-insensitive).
 const SCRIPT_EXTENSIONS: [&str; 13] = [

@@ -78,7 +78,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::pyfmt::repr_str;
+use crate::pyfmt::repr_str;
 
 /// How many bytes of stdout, and separately of stderr, a run keeps (1 MiB). The rest is read
 /// and dropped.

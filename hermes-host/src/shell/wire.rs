@@ -30,7 +30,7 @@ use hermes_hooks_abi::core::{EventView, FieldValue, Reply, action};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::pyfmt::{JsonStyle, dumps};
+use crate::pyfmt::{JsonStyle, dumps};
 
 /// The block message when a hook blocks without saying why.
 pub const DEFAULT_BLOCK_MESSAGE: &str = "Blocked by shell hook.";

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
+use hermes_host::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
 use hermes_host::registry::FiringRecord;
 use hermes_host::shell::consent::{Allowlist, Approval};
-use hermes_host::shell::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
 use hermes_host::shell::spawn::RunResult;
 use hermes_host::shell::{self, Evaluation, ShellHookSpec, config, script};
 use serde_json::{Map, Value, json};
@@ -22,6 +22,7 @@ use hermes_host::agent::trace::describe;
 
 use crate::cli::ExitStatus;
 use crate::cli::args::HooksCommand;
+use crate::cli::inputs::payload_text;
 use crate::cli::load::load_hooks;
 use crate::cli::settings::Settings;
 
@@ -71,12 +72,7 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             payload_file,
             json,
         } => {
-            let text = match (payload, payload_file) {
-                (Some(text), _) => text,
-                (None, Some(file)) => std::fs::read_to_string(&file)
-                    .with_context(|| format!("cannot read the payload file {}", file.display()))?,
-                (None, None) => "{}".to_string(),
-            };
+            let text = payload_text(payload, payload_file)?;
             fire(settings, &event, &text, json)
         }
     }

@@ -15,6 +15,7 @@ use hermes_host::agent::trace::describe;
 
 use crate::cli::ExitStatus;
 use crate::cli::args::PluginsCommand;
+use crate::cli::inputs::payload_text;
 use crate::cli::settings::Settings;
 
 pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitStatus> {
@@ -33,12 +34,7 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
             payload_file,
             json,
         } => {
-            let text = match (payload, payload_file) {
-                (Some(text), _) => text,
-                (None, Some(file)) => std::fs::read_to_string(&file)
-                    .with_context(|| format!("cannot read the payload file {}", file.display()))?,
-                (None, None) => "{}".to_string(),
-            };
+            let text = payload_text(payload, payload_file)?;
             fire(settings, &hook, &text, json)
         }
     }

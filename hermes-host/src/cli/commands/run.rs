@@ -1,12 +1,11 @@
 //! `hermes run SCRIPT`: a scripted agent session with every hook firing.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use hermes_host::agent::{Agent, ApprovalMode, Approver, Script, Stdout, TraceFormat, Tracer};
+use hermes_host::agent::{Agent, ApprovalMode, Approver, Script, Stdout};
 
 use crate::cli::ExitStatus;
 use crate::cli::args::RunArgs;
@@ -39,15 +38,7 @@ fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
 pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
     let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
-    let format: TraceFormat = args.trace.parse().map_err(anyhow::Error::msg)?;
-    let out: Box<dyn Write + Send> = match &args.trace_file {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ),
-        None => Box::new(std::io::stderr()),
-    };
-    let tracer = Arc::new(Tracer::new(format, out));
+    let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
     let loaded = load_hooks(settings, Some(tracer.clone()));
     let cwd = match args.cwd {
         Some(dir) => dir,

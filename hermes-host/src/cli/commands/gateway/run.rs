@@ -16,7 +16,7 @@ use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript, TraceFormat, Tracer};
+use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript};
 use hermes_host::gateway::{GatewayHooks, GatewayLog};
 use hermes_host::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
 
@@ -87,7 +87,6 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
             "--approvals prompt is not available behind the gateway (use once, session, always or deny)"
         );
     }
-    let format: TraceFormat = args.trace.parse().map_err(anyhow::Error::msg)?;
     let idle_timeout = args
         .idle_timeout
         .map(|s| seconds(s, "--idle-timeout"))
@@ -124,14 +123,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         stdout_log()
     };
 
-    let out: Box<dyn Write + Send> = match &args.trace_file {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ),
-        None => Box::new(std::io::stderr()),
-    };
-    let tracer = Arc::new(Tracer::new(format, out));
+    let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
     let loaded = load_hooks(settings, Some(tracer.clone()));
     let allowed_users = match AllowedUsers::from_config(&loaded.config) {
         Ok(allowed) => allowed,

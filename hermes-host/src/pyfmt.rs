@@ -24,7 +24,7 @@ pub struct JsonStyle {
 /// and `": "` with an indent).
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::{dumps, JsonStyle};
+/// use hermes_host::pyfmt::{dumps, JsonStyle};
 /// let v = serde_json::json!({"b": [1, 2.0], "a": "é"});
 /// assert_eq!(dumps(&v, JsonStyle::default()), r#"{"b": [1, 2.0], "a": "é"}"#);
 /// let ascii = JsonStyle { ensure_ascii: true, sort_keys: true, ..Default::default() };
@@ -155,7 +155,7 @@ fn json_float(f: f64) -> String {
 /// exponents -4..16 and scientific (`1e+16`, `1.5e-05`) outside it.
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::float_repr;
+/// use hermes_host::pyfmt::float_repr;
 /// assert_eq!(float_repr(2.0), "2.0");
 /// assert_eq!(float_repr(0.001), "0.001");
 /// assert_eq!(float_repr(1e16), "1e+16");
@@ -209,7 +209,7 @@ pub fn float_repr(f: f64) -> String {
 /// quote; backslashes, the quote and control characters escaped.
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::repr_str;
+/// use hermes_host::pyfmt::repr_str;
 /// assert_eq!(repr_str("pre_tool_cal"), "'pre_tool_cal'");
 /// assert_eq!(repr_str("it's"), "\"it's\"");
 /// assert_eq!(repr_str("a\nb"), "'a\\nb'");
@@ -232,7 +232,8 @@ pub fn repr_str(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            // C0 and C1 controls and DEL are escaped, as Python's repr does.
+            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
             }
             c => out.push(c),
@@ -246,7 +247,7 @@ pub fn repr_str(s: &str) -> String {
 /// `{'a': 1}`), as the reference's warnings print it.
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::repr_yaml;
+/// use hermes_host::pyfmt::repr_yaml;
 /// let v: yaml_serde::Value = yaml_serde::from_str("[1, thirty, null, true]").unwrap();
 /// assert_eq!(repr_yaml(&v), "[1, 'thirty', None, True]");
 /// ```
@@ -286,7 +287,7 @@ pub fn repr_yaml(value: &yaml_serde::Value) -> String {
 /// the fraction left out when it is zero (as Python does).
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::isoformat_utc;
+/// use hermes_host::pyfmt::isoformat_utc;
 /// assert_eq!(isoformat_utc(0, 0), "1970-01-01T00:00:00Z");
 /// assert_eq!(isoformat_utc(1_776_766_272, 123_456), "2026-04-21T10:11:12.123456Z");
 /// ```
@@ -306,7 +307,7 @@ pub fn isoformat_utc(secs: i64, micros: u32) -> String {
 /// digits) back into (seconds, microseconds), for comparing approval times.
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::{isoformat_utc, parse_isoformat_utc};
+/// use hermes_host::pyfmt::{isoformat_utc, parse_isoformat_utc};
 /// assert_eq!(parse_isoformat_utc(&isoformat_utc(1_776_766_272, 5)), Some((1_776_766_272, 5)));
 /// assert_eq!(parse_isoformat_utc("2026-04-21T10:11:12.5+00:00"), Some((1_776_766_272, 500_000)));
 /// assert_eq!(parse_isoformat_utc("yesterday"), None);
@@ -374,7 +375,7 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 /// Python's `heapq.nlargest` on `(score, x)` does).
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::close_match;
+/// use hermes_host::pyfmt::close_match;
 /// let names = ["pre_tool_call", "post_tool_call", "pre_llm_call"];
 /// assert_eq!(close_match("pre_tool_cal", &names, 0.6), Some("pre_tool_call"));
 /// assert_eq!(close_match("zzz", &names, 0.6), None);
@@ -405,7 +406,7 @@ pub fn close_match<'a>(word: &str, possibilities: &[&'a str], cutoff: f64) -> Op
 /// 200 characters, far beyond hook names.
 ///
 /// ```
-/// use hermes_host::shell::pyfmt::ratio;
+/// use hermes_host::pyfmt::ratio;
 /// let chars = |s: &str| s.chars().collect::<Vec<_>>();
 /// assert_eq!(ratio(&chars("abcd"), &chars("bcde")), 0.75);
 /// ```
