@@ -1,6 +1,6 @@
 //! Dangerous terminal commands and the approval step they go through.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -106,7 +106,11 @@ impl std::str::FromStr for ApprovalMode {
 pub struct Approver {
     mode: ApprovalMode,
     timeout: Duration,
-    remembered: Mutex<HashSet<String>>,
+    /// Pattern keys approved with `always`, for every session.
+    always: Mutex<HashSet<String>>,
+    /// Pattern keys approved with `session`, per session key: behind the gateway one agent
+    /// serves many chats, and one chat's approval must not cover another's.
+    per_session: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl Approver {
@@ -115,18 +119,40 @@ impl Approver {
         Approver {
             mode,
             timeout,
-            remembered: Mutex::new(HashSet::new()),
+            always: Mutex::new(HashSet::new()),
+            per_session: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Whether every pattern key was approved earlier for the session or for good.
-    pub fn remembered(&self, keys: &[&str]) -> bool {
-        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
-        !keys.is_empty() && keys.iter().all(|k| remembered.contains(*k))
+    /// Whether every pattern key was approved earlier, for good or for `session_key`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hermes_host::agent::{ApprovalMode, Approver};
+    /// let approver = Approver::new(ApprovalMode::Session, Duration::from_secs(1));
+    /// approver.decide("local:a", "rm -rf x", "recursive delete", &["recursive_delete"]);
+    /// assert!(approver.remembered("local:a", &["recursive_delete"]));
+    /// assert!(!approver.remembered("local:b", &["recursive_delete"]));
+    /// ```
+    pub fn remembered(&self, session_key: &str, keys: &[&str]) -> bool {
+        let always = self.always.lock().unwrap_or_else(|e| e.into_inner());
+        let per_session = self.per_session.lock().unwrap_or_else(|e| e.into_inner());
+        let session = per_session.get(session_key);
+        !keys.is_empty()
+            && keys
+                .iter()
+                .all(|k| always.contains(*k) || session.is_some_and(|s| s.contains(*k)))
     }
 
-    /// The choice for `command`: `once`, `session`, `always`, `deny` or `timeout`.
-    pub fn decide(&self, command: &str, description: &str, keys: &[&str]) -> &'static str {
+    /// The choice for `command` in `session_key`: `once`, `session`, `always`, `deny` or
+    /// `timeout`. `session` and `always` answers are remembered for [`remembered`](Self::remembered).
+    pub fn decide(
+        &self,
+        session_key: &str,
+        command: &str,
+        description: &str,
+        keys: &[&str],
+    ) -> &'static str {
         let choice = match self.mode {
             ApprovalMode::Once => "once",
             ApprovalMode::Session => "session",
@@ -134,9 +160,21 @@ impl Approver {
             ApprovalMode::Deny => "deny",
             ApprovalMode::Prompt => prompt(command, description, self.timeout),
         };
-        if matches!(choice, "session" | "always") {
-            let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
-            remembered.extend(keys.iter().map(|k| k.to_string()));
+        let keys = keys.iter().map(|k| k.to_string());
+        match choice {
+            "always" => self
+                .always
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(keys),
+            "session" => self
+                .per_session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(session_key.to_string())
+                .or_default()
+                .extend(keys),
+            _ => {}
         }
         choice
     }

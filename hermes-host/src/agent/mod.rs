@@ -504,7 +504,8 @@ impl Agent {
             return tools::error("terminal needs a `command` argument");
         };
         if let Some((keys, description)) = approval::dangerous(command) {
-            if !self.approver.remembered(&keys) {
+            // "session" approvals last as long as this session id (a /reset ends them).
+            if !self.approver.remembered(&session.id, &keys) {
                 let keys_json = json!(keys).to_string();
                 let session_key = session.chat_id.as_ref().map_or_else(
                     || session.id.clone(),
@@ -519,7 +520,9 @@ impl Agent {
                     surface: self.surface,
                 };
                 self.fire(ApprovalRequestEvent::HOOK, &request.fields());
-                let choice = self.approver.decide(command, description, &keys);
+                let choice = self
+                    .approver
+                    .decide(&session.id, command, description, &keys);
                 let response = ApprovalResponseEvent {
                     command,
                     description,
