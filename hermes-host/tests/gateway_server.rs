@@ -372,12 +372,19 @@ impl Gateway {
         }
     }
 
-    /// SIGTERM, then waits for the exit.
-    fn stop(mut self) -> Finished {
+    /// SIGTERM, then waits for the exit, which must be a success.
+    fn stop(self) -> Finished {
+        let finished = self.signal(libc::SIGTERM);
+        finished.expect_success();
+        finished
+    }
+
+    /// Sends `signal`, then waits for the exit (at most 60 s).
+    fn signal(mut self, signal: libc::c_int) -> Finished {
         let mut child = self.child.take().unwrap();
         let pid = i32::try_from(child.id()).unwrap();
         // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        unsafe { libc::kill(pid, signal) };
         let start = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -391,13 +398,11 @@ impl Gateway {
         };
         self.out_thread.take().unwrap().join().unwrap();
         let stderr = self.err_thread.take().unwrap().join().unwrap();
-        let finished = Finished {
+        Finished {
             status,
             stdout: self.lines.lock().unwrap().clone(),
             stderr,
-        };
-        finished.expect_success();
-        finished
+        }
     }
 }
 
@@ -1158,5 +1163,41 @@ fn shell_hooks_register_at_gateway_startup() {
         ["on_session_start", "on_session_finalize"],
         "stderr:\n{}",
         run.stderr
+    );
+}
+
+#[test]
+fn sigint_interrupts_a_running_turn_and_finalizes_the_session() {
+    let home = TestHome::new();
+    let script = home.write(
+        "slow.yaml",
+        "replies:\n  - match: wait\n    steps:\n      - tool: terminal\n        args: {command: sleep 30}\n      - final: never\n",
+    );
+    let gateway = home.start(&["--script", script.to_str().unwrap()]);
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u1", "wait for it"));
+    wait_until("the command to start", Duration::from_secs(20), || {
+        home.trace_of(&["pre_tool_call"]).len() == 1
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let finished = gateway.signal(libc::SIGINT);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "SIGINT did not stop `sleep 30`"
+    );
+    if finished.status.code() != Some(130) {
+        finished.fail("SIGINT should end the gateway with exit code 130");
+    }
+    let hooks = [
+        "pre_tool_call",
+        "post_llm_call",
+        "on_session_end",
+        "on_session_finalize",
+    ];
+    assert_eq!(
+        home.trace_of(&hooks),
+        ["pre_tool_call", "on_session_end", "on_session_finalize"],
+        "the interrupted turn ends without post_llm_call, and the session is finalized"
     );
 }
