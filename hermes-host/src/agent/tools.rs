@@ -71,7 +71,7 @@ pub fn run_terminal(
         out
     });
     let started = Instant::now();
-    let pid = child.id() as i32;
+    let pid = child.id();
     let mut stopped = None;
     let status = loop {
         match child.try_wait() {
@@ -85,15 +85,13 @@ pub fn run_terminal(
             stopped = Some("timed out");
         }
         if stopped.is_some() {
-            // SAFETY: killpg on the group we created; a stale id only fails with ESRCH.
-            unsafe { libc::killpg(pid, libc::SIGKILL) };
+            let _ = crate::shell::spawn::kill_group(pid);
             break child.wait().ok();
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     // The direct child is gone; background children holding the pipe get the group kill.
-    // SAFETY: as above.
-    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    let _ = crate::shell::spawn::kill_group(pid);
     let output = reader.join().unwrap_or_default();
     let returncode = status.and_then(|s| s.code()).map_or(-1, i64::from);
     TerminalRun {

@@ -53,17 +53,10 @@ pub(crate) fn stderr_stdio() -> Stdio {
     }
 }
 
-/// Kills the process group led by `pid` (the handler and everything it started).
+/// Kills the process group led by `pid` (the handler and everything it started); one
+/// owner for group kills, `shell::spawn`.
 pub(crate) fn kill_group(pid: u32) {
-    let Ok(pid) = i32::try_from(pid) else { return };
-    if pid <= 0 {
-        return;
-    }
-    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names the process
-    // group this module created for the handler (process_group(0) makes pgid == pid).
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
+    let _ = crate::shell::spawn::kill_group(pid);
 }
 
 /// `exited with status 3` / `was killed by signal 9`.

@@ -278,7 +278,9 @@ fn spawn_error(e: &io::Error, argv0: &str) -> String {
     }
 }
 
-fn kill_group(pid: u32) -> io::Result<()> {
+/// Kills the process group `pid` leads (a child spawned with `process_group(0)` and
+/// everything it started). A group that is already gone is not an error.
+pub(crate) fn kill_group(pid: u32) -> io::Result<()> {
     let Ok(pgid) = libc::pid_t::try_from(pid) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
