@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// Hermes hooks: native plugins, shell hooks and gateway hooks for an AI agent.
 #[derive(Parser, Debug)]
-#[command(name = "hermes", version, about, propagate_version = true)]
+#[command(name = "hermes", version, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -24,7 +24,7 @@ pub struct GlobalArgs {
     /// Use the named profile, ~/.hermes/profiles/NAME.
     #[arg(short = 'p', long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Load no plugins (also HERMES_SAFE_MODE=1).
+    /// Load no plugins and register no shell hooks (also HERMES_SAFE_MODE=1).
     #[arg(long, global = true)]
     pub safe_mode: bool,
     /// Approve shell hooks that are not yet allowlisted, and record the approval.
@@ -46,7 +46,7 @@ pub enum Command {
         #[command(subcommand)]
         command: Option<HooksCommand>,
     },
-    /// Gateway hooks ($HERMES_HOME/hooks/<name>/HOOK.yaml): list them, emit an event to them.
+    /// Gateway hooks ($HERMES_HOME/hooks/<name>/HOOK.yaml): list them, emit an event to them, run the local gateway.
     Gateway {
         #[command(subcommand)]
         command: GatewayCommand,
