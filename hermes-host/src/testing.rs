@@ -57,7 +57,7 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 use crate::home::{Config, Home};
 use crate::payload::OwnedPayload;
-use crate::plugins::{DiscoverOptions, PluginReport, load_all};
+use crate::plugins::{DiscoverOptions, GatewayHandler, PluginReport, load_all};
 use crate::registry::{DispatchVerdict, FiringRecord, Outcome, Registry, ToolVerdict, TraceSink};
 
 /// The `cdylib` of crate `crate_name` that `cargo test` built for the running test binary.
@@ -109,6 +109,8 @@ pub struct TestHost {
     logs: Arc<Mutex<Vec<LogLine>>>,
     firings: Arc<Firings>,
     host_calls: Arc<RecordingHost>,
+    gateway_handlers: Vec<GatewayHandler>,
+    stdout: Mutex<Vec<u8>>,
 }
 
 /// Sets up a [`TestHost`]: the plugin's `plugin.yaml` and `config` before it loads.
@@ -192,10 +194,13 @@ impl TestHostBuilder {
         if let Some(problem) = problem {
             return Err(TestHostError::new(problem.to_string()));
         }
-        let report = tracing::dispatcher::with_default(&dispatch, || {
-            load_all(&home, &config, &DiscoverOptions::default(), &mut registry)
+        let (loaded, load_stdout) = capture_stdout(|| {
+            tracing::dispatcher::with_default(&dispatch, || {
+                load_all(&home, &config, &DiscoverOptions::default(), &mut registry)
+            })
         });
-        let Some(report) = report.plugins.into_iter().find(|p| p.key == self.name) else {
+        let gateway_handlers = loaded.gateway_handlers;
+        let Some(report) = loaded.plugins.into_iter().find(|p| p.key == self.name) else {
             return Err(TestHostError::new(format!(
                 "{}: the host found no plugin '{}' there; give the plugin a plain name, without `/`",
                 home.plugins_dir().display(),
@@ -217,6 +222,8 @@ impl TestHostBuilder {
             logs,
             firings,
             host_calls: Arc::new(RecordingHost::default()),
+            gateway_handlers,
+            stdout: Mutex::new(load_stdout),
         })
     }
 
@@ -548,7 +555,91 @@ impl TestHost {
 
     /// Fires `hook` with raw fields and returns the combined outcome.
     fn fire_fields(&self, hook: &str, fields: &[hermes_hooks_abi::core::Field<'_>]) -> Outcome {
-        tracing::dispatcher::with_default(&self.dispatch, || self.registry.fire(hook, fields))
+        self.run(|| self.registry.fire(hook, fields))
+    }
+
+    /// Runs `f` as the host runs a callback: the plugin's log records go to [`logs`](Self::logs)
+    /// and what it prints to [`stdout`](Self::stdout).
+    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let (out, printed) =
+            capture_stdout(|| tracing::dispatcher::with_default(&self.dispatch, f));
+        if let Ok(mut stdout) = self.stdout.lock() {
+            stdout.extend_from_slice(&printed);
+        }
+        out
+    }
+
+    /// Everything the plugin printed to standard output so far (while it loaded and while
+    /// hooks fired), which `hermes` sends to its log rather than to a protocol stream.
+    ///
+    /// ```no_run
+    /// # let host = hermes_host::testing::TestHost::load("target/debug/libx.so", "x").unwrap();
+    /// host.fire("on_session_start", &serde_json::json!({"session_id": "s-1"}));
+    /// assert!(host.stdout().contains("session s-1 started"), "{}", host.stdout());
+    /// ```
+    pub fn stdout(&self) -> String {
+        let bytes = self.stdout.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Delivers gateway event `event` (such as `agent:start`) with `context` to the plugin's
+    /// native gateway callbacks, as `hermes gateway run` does: callbacks registered for the
+    /// exact name first, then those for `<prefix>:*`.
+    ///
+    /// # Errors
+    ///
+    /// The first error a callback returned (the gateway prints each as
+    /// `[hooks] Error in handler for '<event>': <error>`); the others still ran.
+    ///
+    /// ```no_run
+    /// # let host = hermes_host::testing::TestHost::load("target/debug/libx.so", "x").unwrap();
+    /// host.gateway_event("agent:start", &serde_json::json!({"platform": "telegram"})).unwrap();
+    /// assert!(host.logs().iter().any(|l| l.message.contains("agent:start")));
+    /// ```
+    pub fn gateway_event(&self, event: &str, context: &serde_json::Value) -> Result<(), String> {
+        let context = context.to_string();
+        let fields = [
+            hermes_hooks_abi::core::Field::str("event_type", event),
+            hermes_hooks_abi::core::Field::json("context", &context),
+        ];
+        let prefix = event.split_once(':').map(|(p, _)| p);
+        let exact = self.gateway_handlers.iter().filter(|h| h.event == event);
+        let wild = self
+            .gateway_handlers
+            .iter()
+            .filter(|h| prefix.is_some() && h.event.strip_suffix(":*") == prefix);
+        let errors: Vec<String> = self.run(|| {
+            let view = hermes_hooks_abi::core::EventView::new(
+                event,
+                &fields,
+                hermes_hooks_abi::core::no_host_calls(),
+            );
+            exact
+                .chain(wild)
+                .filter_map(|h| match h.callback.call(&view) {
+                    RResult::RErr(message) => Some(message.into_string()),
+                    RResult::ROk(_) => None,
+                })
+                .collect()
+        });
+        match errors.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// The gateway events and `prefix:*` patterns the plugin's native gateway callbacks
+    /// subscribe to, in registration order.
+    ///
+    /// ```no_run
+    /// # let host = hermes_host::testing::TestHost::load("target/debug/libx.so", "x").unwrap();
+    /// assert_eq!(host.gateway_events(), ["agent:*"]);
+    /// ```
+    pub fn gateway_events(&self) -> Vec<String> {
+        self.gateway_handlers
+            .iter()
+            .map(|h| h.event.clone())
+            .collect()
     }
 
     /// Fires `pre_tool_call`: may the tool run, and with which arguments?
@@ -638,7 +729,7 @@ impl TestHost {
         &self,
         event: &payload::GatewayDispatchEvent<'_>,
     ) -> DispatchVerdict {
-        tracing::dispatcher::with_default(&self.dispatch, || {
+        self.run(|| {
             self.registry
                 .pre_gateway_dispatch(event, self.host_calls.as_ref())
         })
@@ -657,6 +748,43 @@ impl TestHost {
         pre_api_request(ApiRequestEvent),
         post_api_request(ApiResponseEvent),
     }
+}
+
+/// Runs `f` with file descriptor 1 pointed at a temporary file and returns what was
+/// written to it. A plugin has its own copy of std, so its `println!` bypasses the test
+/// harness's capture and writes to fd 1 directly; this is the one way to see it.
+///
+/// One capture at a time in the process (fd 1 is shared by all threads). What another
+/// thread writes to fd 1 meanwhile lands in the capture too, and a plugin's `print!`
+/// without a newline stays in the plugin's buffer until its next newline.
+fn capture_stdout<T>(f: impl FnOnce() -> T) -> (T, Vec<u8>) {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = std::io::stdout().flush();
+    let Ok(mut file) = tempfile::tempfile() else {
+        return (f(), Vec::new());
+    };
+    // SAFETY: dup/dup2/close on fd 1 and on descriptors this function owns.
+    let saved = unsafe { libc::dup(1) };
+    if saved < 0 || unsafe { libc::dup2(file.as_raw_fd(), 1) } < 0 {
+        if saved >= 0 {
+            unsafe { libc::close(saved) };
+        }
+        return (f(), Vec::new());
+    }
+    let out = f();
+    // SAFETY: as above; `saved` is a duplicate of the original fd 1.
+    unsafe {
+        libc::dup2(saved, 1);
+        libc::close(saved);
+    }
+    let mut printed = Vec::new();
+    if file.rewind().is_ok() {
+        let _ = file.read_to_end(&mut printed);
+    }
+    (out, printed)
 }
 
 /// Collects firing records.

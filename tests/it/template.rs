@@ -1,7 +1,8 @@
-//! `plugin-template/`: rendered with cargo-generate into a directory outside the workspace,
-//! built and tested on its own, installed with `hermes plugins install` and fired.
+//! `plugin-template/` and `hermes plugins new`: rendered both ways (cargo-generate with no
+//! `--define`, and the binary's embedded copy), compared file by file, built and tested on
+//! their own, installed with `hermes plugins install` and fired.
 //!
-//! Everything runs offline: the generated crate gets the workspace's `Cargo.lock` and builds
+//! Everything runs offline: a generated crate gets the workspace's `Cargo.lock` and builds
 //! into `target/it`, where the test plugins' dependencies are already built, so only the
 //! generated crate and the two in-repo crates it depends on by path are compiled.
 
@@ -11,40 +12,95 @@ use std::time::Instant;
 
 use hermes_tests::support::{TestHome, built, cargo_generate, run_ok, workspace};
 
-/// Every hook the template offers, as its `hook_*` placeholders name them.
-const TEMPLATE_HOOKS: &[&str] = &[
-    "pre_tool_call",
-    "pre_llm_call",
-    "transform_tool_result",
-    "on_session_end",
-];
+/// Every hook of the interface, as `--hooks` takes them.
+fn all_hooks() -> String {
+    hermes_hooks_abi::hooks::HOOKS
+        .iter()
+        .map(|h| h.name)
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
-/// Renders the template as `name` into `dest` with each of `hooks` on and the others off,
-/// depending on the in-repo ABI crate by path.
-fn render(dest: &Path, name: &str, hooks: &[&str]) -> PathBuf {
-    let root = workspace();
+/// A directory inside the checkout (under `target/`), as a user's `cargo generate` from the
+/// checkout writes into, removed first.
+fn scratch(name: &str) -> PathBuf {
+    let dir = workspace().join("target").join("it-template").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
+/// Renders the template with cargo-generate as `name` into `dest`, with exactly `defines`
+/// (none: the user's plain command).
+fn cargo_generate_into(dest: &Path, name: &str, defines: &[String]) -> PathBuf {
+    std::fs::create_dir_all(dest).expect("create the destination");
     let mut cmd = cargo_generate();
-    cmd.arg("--path")
-        .arg(root.join("plugin-template"))
-        .args(["--name", name, "--silent", "--vcs", "none"])
+    cmd.current_dir(workspace())
+        .args([
+            "--path",
+            "plugin-template",
+            "--name",
+            name,
+            "--silent",
+            "--vcs",
+            "none",
+        ])
         .arg("--destination")
-        .arg(dest)
-        .arg("--define")
-        .arg(format!(
-            "abi_path={}",
-            root.join("hermes-hooks-abi").display()
-        ))
-        .args(["--define", "author=Template Test"]);
-    for hook in TEMPLATE_HOOKS {
-        cmd.arg("--define")
-            .arg(format!("hook_{hook}={}", hooks.contains(hook)));
+        .arg(dest);
+    for define in defines {
+        cmd.arg("--define").arg(define);
     }
     run_ok(&mut cmd);
-    let crate_dir = dest.join(name);
-    // The workspace's versions of every dependency: no network, and builds shared with the
-    // test plugins in target/it.
-    std::fs::copy(root.join("Cargo.lock"), crate_dir.join("Cargo.lock")).expect("copy Cargo.lock");
-    crate_dir
+    dest.join(name)
+}
+
+/// `hermes plugins new name --path dest extra...`, which must succeed.
+fn plugins_new(dest: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let home = TestHome::new();
+    let mut args = vec!["plugins", "new", name, "--path", dest.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    home.hermes(&args, &[]).expect_code(0);
+    dest.join(name)
+}
+
+/// Every file under `dir`, relative, with its bytes.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Asserts two generated crates are identical, naming the first file that differs.
+fn assert_same_tree(a: &Path, b: &Path) {
+    let (ta, tb) = (tree(a), tree(b));
+    let names = |t: &[(String, Vec<u8>)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&ta),
+        names(&tb),
+        "{} and {} hold different files",
+        a.display(),
+        b.display()
+    );
+    for ((name, x), (_, y)) in ta.iter().zip(&tb) {
+        assert!(
+            x == y,
+            "{name} differs:\n--- cargo generate\n{}\n--- hermes plugins new\n{}",
+            String::from_utf8_lossy(x),
+            String::from_utf8_lossy(y)
+        );
+    }
 }
 
 /// A cargo command for the generated crate: offline, building into `target/it`.
@@ -60,9 +116,12 @@ fn cargo(crate_dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs the generated crate's own tests; checks that it compiles without warnings and that
-/// `expect_passed` tests passed in all.
-fn run_its_tests(crate_dir: &Path, name: &str, expect_passed: usize) {
+/// Runs the generated crate's own tests; checks that it compiles without warnings, is
+/// formatted, and that at least `at_least` tests passed in all.
+fn run_its_tests(crate_dir: &Path, name: &str, at_least: usize) {
+    // The workspace's versions of every dependency: no network, and builds shared with the
+    // test plugins in target/it.
+    std::fs::copy(workspace().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
     let out = run_ok(&mut cargo(crate_dir, &["test"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -75,157 +134,179 @@ fn run_its_tests(crate_dir: &Path, name: &str, expect_passed: usize) {
         .filter_map(|l| l.strip_prefix("test result: ok. "))
         .filter_map(|rest| rest.split(' ').next()?.parse::<usize>().ok())
         .sum();
-    assert_eq!(passed, expect_passed, "{stdout}");
+    assert!(
+        passed >= at_least,
+        "{passed} tests passed, expected {at_least} or more:\n{stdout}"
+    );
     let mut fmt = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     fmt.args(["fmt", "--check", "--manifest-path"])
         .arg(crate_dir.join("Cargo.toml"));
     run_ok(&mut fmt);
 }
 
-#[test]
-fn the_template_renders_builds_installs_and_fires_outside_the_workspace() {
-    let started = Instant::now();
-    let out = tempfile::tempdir().expect("a temporary directory");
-    assert!(!out.path().starts_with(workspace()));
+/// `major.minor` of the `version` in a workspace crate's Cargo.toml.
+fn requirement_of(crate_dir: &str) -> String {
+    let text = std::fs::read_to_string(workspace().join(crate_dir).join("Cargo.toml")).unwrap();
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("a version line");
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
 
-    // 1. Render with every hook, outside any workspace.
-    let crate_dir = render(out.path(), "my-plugin", TEMPLATE_HOOKS);
-    for file in [
-        "Cargo.toml",
-        "README.md",
-        "plugin.yaml",
-        "src/lib.rs",
-        "tests/plugin.rs",
-    ] {
-        assert!(crate_dir.join(file).is_file(), "{file} was not generated");
-    }
-    let cargo_toml = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+#[test]
+fn cargo_generate_without_defines_builds_against_the_checkout_and_matches_plugins_new() {
+    let dest = scratch("default");
+    // The user's command, from the checkout, with no --define at all.
+    let generated = cargo_generate_into(&dest.join("cg"), "my-plugin", &[]);
+    let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    let root = workspace();
+    let abi = format!(
+        r#"hermes-hooks-abi = {{ path = "{}/hermes-hooks-abi" }}"#,
+        root.display()
+    );
+    assert!(cargo_toml.contains(&abi), "{cargo_toml}");
+    let host = format!(
+        r#"hermes-host = {{ path = "{}/hermes-host" }}"#,
+        root.display()
+    );
+    assert!(cargo_toml.contains(&host), "{cargo_toml}");
     assert!(cargo_toml.contains(r#"crate-type = ["cdylib", "rlib"]"#));
     assert!(cargo_toml.contains("\n[workspace]\n"));
-    let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
-    let steps = readme
-        .split("## Build, install, run")
-        .nth(1)
-        .unwrap_or_default()
-        .split("\n## ")
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            l.split_once(". ")
-                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
-        })
-        .count();
-    assert!(
-        (1..=5).contains(&steps),
-        "README has {steps} steps:\n{readme}"
-    );
-    let rendered = started.elapsed();
+    for machinery in ["cargo-generate.toml", "pre.rhai", "checkout.rhai"] {
+        assert!(
+            !generated.join(machinery).exists(),
+            "{machinery} was copied into the crate"
+        );
+    }
 
-    // 2. Its own tests: 7 unit tests with LocalHost, 6 that load the built library into a
-    //    real host through hermes_host::testing.
-    run_its_tests(&crate_dir, "my-plugin", 13);
+    // The binary's own copy renders the same bytes: one source of truth.
+    let made = plugins_new(&dest.join("hm"), "my-plugin", &[]);
+    assert_same_tree(&generated, &made);
+
+    // And so for every hook at once, with the gateway callback.
+    let hooks = all_hooks();
+    let generated = cargo_generate_into(
+        &dest.join("cg"),
+        "every-hook",
+        &[format!("hooks={hooks}"), "gateway=true".into()],
+    );
+    let made = plugins_new(
+        &dest.join("hm"),
+        "every-hook",
+        &["--hooks", &hooks, "--gateway"],
+    );
+    assert_same_tree(&generated, &made);
+    // ... and with none.
+    let generated = cargo_generate_into(&dest.join("cg"), "no-hook", &["hooks=".into()]);
+    let made = plugins_new(&dest.join("hm"), "no-hook", &["--hooks", ""]);
+    assert_same_tree(&generated, &made);
+}
+
+#[test]
+fn outside_a_checkout_the_template_asks_for_the_workspace_releases() {
+    let out = tempfile::tempdir().unwrap();
+    assert!(!out.path().starts_with(workspace()));
+    let generated = cargo_generate_into(out.path(), "far-plugin", &[]);
+    let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    let abi = format!(
+        "\nhermes-hooks-abi = \"{}\"\n",
+        requirement_of("hermes-hooks-abi")
+    );
+    assert!(cargo_toml.contains(&abi), "{cargo_toml}");
+    let host = format!("\nhermes-host = \"{}\"\n", requirement_of("hermes-host"));
+    assert!(cargo_toml.contains(&host), "{cargo_toml}");
+    // `--define abi_path=` still overrides, and the host crate is taken from beside it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let abi_path = workspace().join("hermes-hooks-abi");
+    let generated = cargo_generate_into(
+        elsewhere.path(),
+        "pinned",
+        &[format!("abi_path={}", abi_path.display())],
+    );
+    let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    assert!(
+        cargo_toml.contains(&format!("path = \"{}\"", abi_path.display())),
+        "{cargo_toml}"
+    );
+    assert!(cargo_toml.contains(&format!("path = \"{}/../hermes-host\"", abi_path.display())));
+}
+
+#[test]
+fn a_new_plugin_builds_tests_installs_and_fires_with_the_readme_commands() {
+    let started = Instant::now();
+    let dest = scratch("flow");
+    let crate_dir = plugins_new(&dest, "my-plugin", &[]);
+    let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
+    let block = readme
+        .split("## Build, install, run\n\n```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .unwrap_or_default();
+    let commands: Vec<&str> = block.lines().collect();
+    assert_eq!(commands.len(), 3, "{readme}");
+    assert_eq!(commands[0], "cargo build --release");
+    assert_eq!(commands[1], "hermes plugins install .");
+    assert!(
+        commands[2].starts_with("hermes plugins fire pre_tool_call --payload "),
+        "{readme}"
+    );
+
+    // 1. Its own tests (unit tests with LocalHost, integration tests with TestHost).
+    run_its_tests(&crate_dir, "my-plugin", 9);
     let tested = started.elapsed();
 
-    // 3. Install it into a fresh home, as a user would (debug, to reuse the build).
+    // 2. The README's commands, as a user runs them (debug, to reuse the build).
+    run_ok(&mut cargo(&crate_dir, &["build"]));
     let home = TestHome::new();
     let target = built().target_dir().display().to_string();
+    let env = [
+        ("CARGO_TARGET_DIR", target.as_str()),
+        ("CARGO_NET_OFFLINE", "true"),
+    ];
     let run = home.hermes(
         &["plugins", "install", crate_dir.to_str().unwrap(), "--debug"],
-        &[("CARGO_TARGET_DIR", &target), ("CARGO_NET_OFFLINE", "true")],
+        &env,
     );
     run.expect_code(0);
     assert_eq!(
         home.mask(&run.stdout()),
         "Installed 'my-plugin' 0.1.0 into $HOME/plugins/my-plugin and enabled it.\n"
     );
-    let installed = started.elapsed();
-
-    // 4. Fire each of its hooks through the CLI.
-    let list = home.hermes(&["plugins", "list", "--json"], &[]);
-    let list: serde_json::Value = serde_json::from_str(&list.stdout()).unwrap();
-    assert_eq!(list["plugins"][0]["enabled"], true, "{list:#}");
-    assert_eq!(
-        list["plugins"][0]["hooks"],
-        serde_json::json!(TEMPLATE_HOOKS)
+    let payload = commands[2]
+        .split("--payload '")
+        .nth(1)
+        .and_then(|p| p.strip_suffix('\''))
+        .unwrap();
+    let run = home.hermes(
+        &["plugins", "fire", "pre_tool_call", "--payload", payload],
+        &[],
     );
-    let fire = |hook: &str, payload: &str| {
-        let run = home.hermes(
-            &["plugins", "fire", hook, "--payload", payload, "--json"],
-            &[("HERMES_LOG", "info")],
-        );
-        run.expect_code(0);
-        let out: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
-        (out["outcome"].as_str().unwrap_or_default().to_string(), run)
-    };
-    let (outcome, run) = fire(
-        "pre_tool_call",
-        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}, "session_id": "s-1"}"#,
-    );
-    assert_eq!(
-        outcome,
-        "blocked by my-plugin::check_tool_call: my-plugin: `rm -rf /` is not allowed here"
-    );
+    run.expect_code(0);
     assert!(
-        run.stderr()
-            .contains(r#"blocked session_id="s-1" command="rm -rf /""#),
-        "{}",
-        run.describe()
-    );
-    let (outcome, _) = fire(
-        "pre_tool_call",
-        r#"{"tool_name": "terminal", "args": {"command": "ls"}}"#,
-    );
-    assert_eq!(outcome, "allowed");
-    let (outcome, _) = fire(
-        "pre_llm_call",
-        r#"{"is_first_turn": true, "platform": "cli"}"#,
-    );
-    assert_eq!(outcome, "context: The user is working on the cli platform.");
-    let long = "y".repeat(4100);
-    let (outcome, _) = fire(
-        "transform_tool_result",
-        &format!(r#"{{"tool_name": "read_file", "result": "{long}"}}"#),
-    );
-    assert!(
-        outcome.starts_with("replaced with: yyyy")
-            && outcome.ends_with("\n[cut to 4000 characters by my-plugin]"),
-        "{outcome}"
-    );
-    let (outcome, run) = fire(
-        "on_session_end",
-        r#"{"session_id": "s-1", "completed": true}"#,
-    );
-    assert_eq!(outcome, "observed (answers are ignored for this hook)");
-    assert!(
-        run.stderr()
-            .contains(r#"session ended session_id="s-1" completed=true interrupted=false"#),
+        run.stdout().contains("Outcome: blocked by my-plugin::check_tool_call: my-plugin: `rm -rf /` is not allowed here"),
         "{}",
         run.describe()
     );
 
-    // 4b. And a whole agent session in which its hooks fire at their points.
-    let session = out.path().join("session.yaml");
+    // 3. A whole agent session in which its hooks fire at their points.
+    let session = dest.join("session.yaml");
     std::fs::write(
         &session,
         "turns:\n  - user: tidy up\n    steps:\n      - tool: terminal\n        args: {command: rm -rf /}\n      - final: done\n",
     )
     .unwrap();
-    let trace = out.path().join("trace.jsonl");
     let run = home.hermes(
         &[
             "run",
             session.to_str().unwrap(),
             "--cwd",
-            out.path().to_str().unwrap(),
+            dest.to_str().unwrap(),
             "--approvals",
             "deny",
-            "--trace",
-            "json",
-            "--trace-file",
-            trace.to_str().unwrap(),
         ],
-        &[],
+        &[("HERMES_LOG", "info")],
     );
     run.expect_code(0);
     assert!(
@@ -234,45 +315,85 @@ fn the_template_renders_builds_installs_and_fires_outside_the_workspace() {
         "{}",
         run.describe()
     );
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let callbacks: Vec<(String, String)> = records
-        .iter()
-        .filter(|r| r["kind"] == "callback")
-        .map(|r| {
-            (
-                r["hook"].as_str().unwrap_or_default().to_string(),
-                r["callback"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    for hook in TEMPLATE_HOOKS {
-        assert!(
-            callbacks
-                .iter()
-                .any(|(h, cb)| h == hook && cb.starts_with("my-plugin::")),
-            "{hook} did not fire in the session: {callbacks:?}"
-        );
-    }
-    let fired = started.elapsed();
+    assert!(run.stderr().contains("session ended"), "{}", run.describe());
+    eprintln!(
+        "new-plugin flow: tested in {tested:.1?}, installed and fired in {:.1?}",
+        started.elapsed() - tested
+    );
+}
 
-    // 5. The other side of every conditional: no hooks at all still builds, warning-free,
-    //    and its tests pass (2: register succeeds; the host sees the hooks plugin.yaml lists).
-    let bare = render(out.path(), "bare-plugin", &[]);
+#[test]
+fn every_hook_selection_passes_its_own_tests_even_with_a_second_callback() {
+    let dest = scratch("selections");
+    // Every hook and the gateway callback: one sample and its tests per hook.
+    let every = plugins_new(&dest, "every-hook", &["--hooks", &all_hooks(), "--gateway"]);
+    let lib = every.join("src/lib.rs");
+    let text = std::fs::read_to_string(&lib).unwrap();
+    // A second callback on a hook that already has one, as an author adds it.
+    let text = text.replacen(
+        "    ctx.pre_llm_call(add_context);\n",
+        "    ctx.pre_llm_call(add_context);\n    ctx.named(\"second\").pre_llm_call(|_e| None);\n",
+        1,
+    );
+    assert!(text.contains("named(\"second\")"));
+    std::fs::write(&lib, text).unwrap();
+    let hooks = hermes_hooks_abi::hooks::HOOKS.len();
+    // At least one unit and one integration test per hook, plus the gateway's.
+    run_its_tests(&every, "every-hook", 2 * hooks + 2);
+
+    // No hook at all still builds, warning-free, and its tests pass.
+    let bare = plugins_new(&dest, "bare-plugin", &["--hooks", ""]);
     run_its_tests(&bare, "bare-plugin", 2);
     let manifest = hermes_host::plugins::Manifest::read(&bare).unwrap();
     assert!(manifest.provides_hooks.is_empty());
     assert_eq!(manifest.config, serde_json::json!({}));
+}
 
-    eprintln!(
-        "template test: rendered {:.1?}, built and tested {:.1?}, installed {:.1?}, fired {:.1?}, bare variant {:.1?}",
-        rendered,
-        tested - rendered,
-        installed - tested,
-        fired - installed,
-        started.elapsed() - fired
+#[test]
+fn plugins_new_refuses_bad_input_with_one_line_and_writes_nothing() {
+    let home = TestHome::new();
+    let dest = tempfile::tempdir().unwrap();
+    let path = dest.path().to_str().unwrap();
+    let cases: [(&[&str], String); 4] = [
+        (
+            &["plugins", "new", "My Plugin", "--path", path],
+            "hermes: 'My Plugin' is not a plugin name; use lowercase letters, digits, '-' and '_', starting with a letter (for example my-plugin)\n".into(),
+        ),
+        (
+            &["plugins", "new", "../escape", "--path", path],
+            "hermes: '../escape' is not a plugin name; use lowercase letters, digits, '-' and '_', starting with a letter (for example my-plugin)\n".into(),
+        ),
+        (
+            &["plugins", "new", "ok", "--path", path, "--hooks", "pre_tool_call,pre_tool_cal"],
+            "hermes: unknown hook 'pre_tool_cal' in --hooks; did you mean 'pre_tool_call'?\n".into(),
+        ),
+        (
+            &["plugins", "new", "taken", "--path", path],
+            format!(
+                "hermes: {path}/taken is not empty; choose another --path, or pass --force to write the template's files into it\n"
+            ),
+        ),
+    ];
+    std::fs::create_dir_all(dest.path().join("taken")).unwrap();
+    std::fs::write(dest.path().join("taken/notes.txt"), "mine").unwrap();
+    for (args, expected) in cases {
+        let run = home.hermes(args, &[]);
+        run.expect_code(2);
+        assert_eq!(run.stderr(), expected, "{}", run.describe());
+    }
+    let mut left: Vec<String> = std::fs::read_dir(dest.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["taken"]);
+    assert_eq!(tree(&dest.path().join("taken")).len(), 1);
+    // --force writes the template into it, keeping what else is there.
+    home.hermes(&["plugins", "new", "taken", "--path", path, "--force"], &[])
+        .expect_code(0);
+    assert!(dest.path().join("taken/Cargo.toml").is_file());
+    assert_eq!(
+        std::fs::read_to_string(dest.path().join("taken/notes.txt")).unwrap(),
+        "mine"
     );
 }

@@ -78,13 +78,43 @@ pub enum PluginsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a new plugin crate (the plugin template, without cargo-generate).
+    New {
+        /// The plugin's name: a crate name such as my-plugin (letters, digits, - and _).
+        name: String,
+        /// The hooks to start with, comma-separated [default: pre_tool_call,on_session_end].
+        #[arg(long, value_name = "HOOK,...", value_delimiter = ',')]
+        hooks: Option<Vec<String>>,
+        /// Also add a native gateway hook for agent:* events.
+        #[arg(long)]
+        gateway: bool,
+        /// Write the crate into DIR/NAME [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        path: Option<PathBuf>,
+        /// Write into DIR/NAME even when it is not empty (files of the template are replaced).
+        #[arg(long)]
+        force: bool,
+        /// The author for Cargo.toml and plugin.yaml.
+        #[arg(long, default_value = "Your Name")]
+        author: String,
+        /// One line saying what the plugin does.
+        #[arg(long, default_value = "A hermes-hooks plugin.")]
+        description: String,
+    },
     /// Build a plugin crate in release mode, install it into the home and enable it.
+    ///
+    /// A plugin.yaml you edited in the home is kept (the library is still updated); --force
+    /// replaces it with the crate's. Settings in config.yaml (plugins.settings.NAME) are
+    /// never touched.
     Install {
         /// The plugin crate's directory (it holds Cargo.toml and plugin.yaml).
         crate_dir: PathBuf,
         /// Build in debug mode instead (faster to build, slower hooks).
         #[arg(long)]
         debug: bool,
+        /// Replace an installed plugin.yaml even when it was edited after the last install.
+        #[arg(long)]
+        force: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

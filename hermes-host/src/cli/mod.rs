@@ -6,6 +6,7 @@ mod commands;
 mod inputs;
 mod load;
 mod settings;
+mod template;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -17,17 +17,39 @@ use crate::cli::ExitStatus;
 use crate::cli::args::PluginsCommand;
 use crate::cli::inputs::payload_text;
 use crate::cli::settings::Settings;
+use crate::cli::template;
 
 pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitStatus> {
     match command {
         PluginsCommand::List { json } => list(settings, json),
         PluginsCommand::Enable { name, json } => set_enabled(settings, &name, true, json),
         PluginsCommand::Disable { name, json } => set_enabled(settings, &name, false, json),
+        PluginsCommand::New {
+            name,
+            hooks,
+            gateway,
+            path,
+            force,
+            author,
+            description,
+        } => {
+            let (name, hooks) = template::Answers::check(&name, hooks.as_deref())?;
+            let answers = template::Answers {
+                name,
+                hooks,
+                gateway,
+                author,
+                description,
+                checkout: template::build_checkout(),
+            };
+            new(&answers, path.as_deref(), force)
+        }
         PluginsCommand::Install {
             crate_dir,
             debug,
+            force,
             json,
-        } => install(settings, &crate_dir, debug, json),
+        } => install(settings, &crate_dir, debug, force, json),
         PluginsCommand::Fire {
             hook,
             payload,
@@ -131,6 +153,50 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
     })
 }
 
+/// `hermes plugins new`: renders the embedded template into `<path>/<name>`.
+fn new(
+    answers: &template::Answers,
+    path: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<ExitStatus> {
+    let files = template::render(answers)?;
+    let dir = path.unwrap_or(Path::new(".")).join(&answers.name);
+    template::write(&dir, &files, force)?;
+    let hooks = if answers.hooks.is_empty() {
+        "none yet".to_string()
+    } else {
+        answers.hooks.join(", ")
+    };
+    let gateway = if answers.gateway {
+        " and agent:* (gateway)"
+    } else {
+        ""
+    };
+    println!(
+        "Created plugin crate '{}' in {} (hooks: {hooks}{gateway}).",
+        answers.name,
+        dir.display()
+    );
+    match &answers.checkout {
+        Some(checkout) => println!(
+            "It builds against the hermes-hooks checkout at {}.",
+            checkout.display()
+        ),
+        None => println!(
+            "It builds against the crates.io releases of hermes-hooks-abi and hermes-host."
+        ),
+    }
+    println!();
+    println!("Next:");
+    println!("  cd {}", dir.display());
+    println!("  cargo build --release");
+    println!("  hermes plugins install .");
+    println!(
+        "  hermes plugins fire pre_tool_call --payload '{{\"tool_name\": \"terminal\", \"args\": {{\"command\": \"rm -rf /\"}}}}'"
+    );
+    Ok(ExitStatus::Success)
+}
+
 fn set_enabled(
     settings: &Settings,
     name: &str,
@@ -185,6 +251,7 @@ fn install(
     settings: &Settings,
     crate_dir: &Path,
     debug: bool,
+    force: bool,
     as_json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let home = &settings.home;
@@ -204,6 +271,13 @@ fn install(
         );
     }
     let manifest = Manifest::read(crate_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !plain_name(&manifest.name) {
+        bail!(
+            "{}: plugin name '{}' is not a plain name; use letters, digits, '-' and '_' only, so the plugin installs into plugins/<name>/",
+            crate_dir.join("plugin.yaml").display(),
+            manifest.name
+        );
+    }
     let library = build_cdylib(crate_dir, debug)?;
     let file_name = library
         .file_name()
@@ -218,6 +292,24 @@ fn install(
     }
     let dest = home.plugins_dir().join(&manifest.name);
     std::fs::create_dir_all(&dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let manifest_src = std::fs::read_to_string(crate_dir.join("plugin.yaml"))
+        .or_else(|_| std::fs::read_to_string(crate_dir.join("plugin.yml")))
+        .context("cannot read plugin.yaml")?;
+    let manifest_text = rewrite_library(&manifest_src, &file_name)?;
+    let installed_yaml = dest.join("plugin.yaml");
+    let kept = match InstallRecord::edited(&dest, &installed_yaml) {
+        Some(edited) if !force => {
+            let installed = Manifest::read(&dest).map(|m| m.library).unwrap_or_default();
+            if installed != file_name {
+                bail!(
+                    "{}: it was edited since the last install and names `library: {installed}`, but the new build is {file_name}; pass --force to replace it with the crate's plugin.yaml, or set `library: {file_name}` in it",
+                    edited.display()
+                );
+            }
+            true
+        }
+        _ => false,
+    };
     // Copy then rename: a running host may have the old library mapped, and overwriting a
     // mapped file in place would corrupt it.
     let tmp = dest.join(format!(".{file_name}.tmp"));
@@ -225,11 +317,11 @@ fn install(
         .with_context(|| format!("cannot copy {} to {}", library.display(), tmp.display()))?;
     std::fs::rename(&tmp, dest.join(&file_name))
         .with_context(|| format!("cannot install into {}", dest.display()))?;
-    let manifest_src = std::fs::read_to_string(crate_dir.join("plugin.yaml"))
-        .or_else(|_| std::fs::read_to_string(crate_dir.join("plugin.yml")))
-        .context("cannot read plugin.yaml")?;
-    let manifest_text = rewrite_library(&manifest_src, &file_name)?;
-    std::fs::write(dest.join("plugin.yaml"), manifest_text).context("cannot write plugin.yaml")?;
+    if !kept {
+        std::fs::write(&installed_yaml, &manifest_text)
+            .with_context(|| format!("cannot write {}", installed_yaml.display()))?;
+        InstallRecord::write(&dest, &manifest_text)?;
+    }
     let (mut config, problem) = home.load_config();
     if let Some(problem) = problem {
         bail!(
@@ -243,7 +335,7 @@ fn install(
     if as_json {
         println!(
             "{}",
-            json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true })
+            json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true, "kept_plugin_yaml": kept })
         );
     } else {
         println!(
@@ -252,8 +344,53 @@ fn install(
             manifest.version,
             dest.display()
         );
+        if kept {
+            println!(
+                "Kept your edited {} (it changed since the last install); pass --force to replace it with the crate's.",
+                installed_yaml.display()
+            );
+        }
     }
     Ok(ExitStatus::Success)
+}
+
+/// Whether `name` can be a directory under `plugins/`: letters, digits, `-` and `_`.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// What the last `plugins install` wrote as `plugin.yaml`, kept as its sha256 beside it, so
+/// that a reinstall can tell a file the user edited from one it wrote itself.
+struct InstallRecord;
+
+impl InstallRecord {
+    const FILE: &'static str = ".installed-plugin-yaml.sha256";
+
+    fn sha256(bytes: &[u8]) -> String {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// `Some(path)` when the installed `plugin.yaml` differs from what the last install
+    /// wrote (or there is no record of it, from an older hermes); `None` when there is no
+    /// file or it is as written.
+    fn edited(dest: &Path, installed: &Path) -> Option<PathBuf> {
+        let current = std::fs::read(installed).ok()?;
+        let recorded = std::fs::read_to_string(dest.join(Self::FILE)).unwrap_or_default();
+        (recorded.trim() != Self::sha256(&current)).then(|| installed.to_path_buf())
+    }
+
+    fn write(dest: &Path, text: &str) -> anyhow::Result<()> {
+        let path = dest.join(Self::FILE);
+        std::fs::write(&path, Self::sha256(text.as_bytes()) + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
 }
 
 /// Keeps the manifest as written, with `library:` pointing at the installed file.

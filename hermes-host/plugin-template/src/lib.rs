@@ -3,7 +3,7 @@
 use hermes_hooks_abi::prelude::*;
 
 /// Registers the plugin's hooks; the host calls it once, when it loads the plugin.
-{%- if hook_pre_tool_call or hook_pre_llm_call or hook_transform_tool_result or hook_on_session_end %}
+{%- if any_hook %}
 pub fn register(ctx: &mut PluginContext) {
 {%- if hook_pre_tool_call %}
     let blocked = blocked_commands(&ctx.config());
@@ -15,8 +15,23 @@ pub fn register(ctx: &mut PluginContext) {
 {%- if hook_transform_tool_result %}
     ctx.transform_tool_result(shorten_result);
 {%- endif %}
+{%- for hook in replace_hooks %}
+    // Return `Some(text)` to replace what the agent sees; `None` leaves it as it is.
+    ctx.named("{{hook}}").{{hook}}(|_e| None);
+{%- endfor %}
+{%- if hook_pre_gateway_dispatch %}
+    ctx.pre_gateway_dispatch(route_message);
+{%- endif %}
+{%- for hook in observer_hooks %}
+    ctx.named("log_{{hook}}").{{hook}}(|_e| {
+        tracing::debug!("{{hook}} fired");
+    });
+{%- endfor %}
 {%- if hook_on_session_end %}
     ctx.on_session_end(log_session_end);
+{%- endif %}
+{%- if gateway %}
+    ctx.on_gateway_event("agent:*", log_agent_event);
 {%- endif %}
 }
 {%- else %}
@@ -27,7 +42,7 @@ pub fn register(_ctx: &mut PluginContext) {
 {%- endif %}
 {%- if hook_pre_tool_call %}
 
-/// The `blocked_commands` list of `config:` in plugin.yaml (`rm -rf /` when there is none).
+/// The `blocked_commands` list of the plugin's settings (`rm -rf /` when there is none).
 fn blocked_commands(config: &serde_json::Value) -> Vec<String> {
     match config["blocked_commands"].as_array() {
         Some(list) => list.iter().filter_map(|c| c.as_str().map(str::to_string)).collect(),
@@ -73,6 +88,17 @@ fn shorten_result(e: &TransformToolResultEvent<'_, '_>) -> Option<String> {
     Some(format!("{kept}\n[cut to {MAX_RESULT_CHARS} characters by {{project-name}}]"))
 }
 {%- endif %}
+{%- if hook_pre_gateway_dispatch %}
+
+/// Drops gateway messages that are only whitespace; every other message goes on as usual.
+fn route_message(e: &GatewayDispatchEvent<'_, '_>) -> DispatchDecision {
+    if e.text().trim().is_empty() {
+        DispatchDecision::Skip("empty message".to_string())
+    } else {
+        DispatchDecision::Continue
+    }
+}
+{%- endif %}
 {%- if hook_on_session_end %}
 
 /// Logs the end of every run of the agent loop (`HERMES_LOG=info` shows it).
@@ -85,12 +111,19 @@ fn log_session_end(e: &SessionEndEvent<'_, '_>) {
     );
 }
 {%- endif %}
+{%- if gateway %}
+
+/// Logs every `agent:*` gateway event (`agent:start`, `agent:step`, `agent:end`).
+fn log_agent_event(e: &GatewayEvent<'_, '_>) {
+    tracing::info!(event = e.event_type(), "gateway event");
+}
+{%- endif %}
 
 hermes_hooks_abi::export_plugin!(register);
 
 #[cfg(test)]
 mod tests {
-{%- if hook_pre_tool_call or hook_pre_llm_call or hook_transform_tool_result or hook_on_session_end %}
+{%- if any_hook %}
     use hermes_hooks_abi::sdk::testing::{LocalHost, field};
 {%- else %}
     use hermes_hooks_abi::sdk::testing::LocalHost;
@@ -169,12 +202,43 @@ mod tests {
         );
     }
 {%- endif %}
+{%- if hook_pre_gateway_dispatch %}
+
+    #[test]
+    fn skips_empty_gateway_messages_only() {
+        let reply = host().fire_one("pre_gateway_dispatch", &[field::str("text", "  ")]);
+        assert_eq!(reply.expect("a skip").action.as_str(), "skip");
+        assert!(host().fire_one("pre_gateway_dispatch", &[field::str("text", "hi")]).is_none());
+    }
+{%- endif %}
+{%- for hook in replace_hooks %}
+
+    #[test]
+    fn {{hook}}_leaves_its_input_alone() {
+        assert!(host().fire_one("{{hook}}", &[]).is_none());
+    }
+{%- endfor %}
+{%- for hook in observer_hooks %}
+
+    #[test]
+    fn observes_{{hook}}() {
+        assert!(host().fire_one("{{hook}}", &[]).is_none());
+    }
+{%- endfor %}
 {%- if hook_on_session_end %}
 
     #[test]
     fn observes_the_end_of_a_session() {
         let fields = [field::str("session_id", "s-1"), field::bool("completed", true)];
         assert!(host().fire_one("on_session_end", &fields).is_none());
+    }
+{%- endif %}
+{%- if gateway %}
+
+    #[test]
+    fn observes_agent_gateway_events() {
+        let fields = [field::str("event_type", "agent:start"), field::json("context", "{}")];
+        assert!(host().fire_one("agent:*", &fields).is_none());
     }
 {%- endif %}
 }

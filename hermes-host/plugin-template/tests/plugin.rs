@@ -1,6 +1,6 @@
 //! Loads the built plugin into a real host, as `hermes` does, and fires its hooks.
 
-{% if hook_pre_tool_call or hook_pre_llm_call or hook_transform_tool_result or hook_on_session_end -%}
+{% if hook_pre_tool_call or hook_pre_llm_call or hook_transform_tool_result or hook_on_session_end or hook_pre_gateway_dispatch -%}
 use hermes_hooks_abi::hooks::payload::*;
 {% endif -%}
 use hermes_host::plugins::Manifest;
@@ -18,7 +18,14 @@ fn host() -> TestHost {
 fn registers_the_hooks_plugin_yaml_lists() {
     let manifest = Manifest::read(env!("CARGO_MANIFEST_DIR").as_ref()).unwrap();
     let host = host();
-    assert_eq!(host.hooks(), manifest.provides_hooks);
+    // As sets: a hook may have several callbacks, and plugin.yaml lists it once.
+    let mut registered = host.hooks().to_vec();
+    registered.sort();
+    registered.dedup();
+    let mut listed = manifest.provides_hooks.clone();
+    listed.sort();
+    listed.dedup();
+    assert_eq!(registered, listed, "update provides_hooks in plugin.yaml");
     assert_eq!(host.report().version, manifest.version);
 }
 {%- if hook_pre_tool_call %}
@@ -75,6 +82,45 @@ fn cuts_long_tool_results() {
     assert!(result.expect("a replacement").len() < long.len());
 }
 {%- endif %}
+{%- if hook_pre_gateway_dispatch %}
+
+#[test]
+fn skips_empty_gateway_messages() {
+    let verdict = host().pre_gateway_dispatch(&GatewayDispatchEvent {
+        platform: "telegram",
+        chat_id: "c-1",
+        text: "   ",
+        ..Default::default()
+    });
+    match verdict {
+        hermes_host::registry::DispatchVerdict::Skip { reason, .. } => {
+            assert_eq!(reason, "empty message")
+        }
+        other => panic!("expected a skip, got {other:?}"),
+    }
+}
+{%- endif %}
+{%- for hook in replace_hooks %}
+
+#[test]
+fn {{hook}}_leaves_its_input_alone() {
+    let host = host();
+    host.fire("{{hook}}", &serde_json::json!({}));
+    assert!(host.raised().is_empty(), "{:#?}", host.logs());
+    assert_eq!(host.firings().len(), 1);
+}
+{%- endfor %}
+{%- for hook in observer_hooks %}
+
+#[test]
+fn logs_{{hook}}() {
+    let host = host();
+    host.fire("{{hook}}", &serde_json::json!({}));
+    assert!(host.raised().is_empty(), "{:#?}", host.logs());
+    let logs = host.logs();
+    assert!(logs.iter().any(|l| l.message == "{{hook}} fired"), "{logs:#?}");
+}
+{%- endfor %}
 {%- if hook_on_session_end %}
 
 #[test]
@@ -90,5 +136,15 @@ fn logs_the_end_of_a_session() {
     let line = logs.iter().find(|l| l.message.starts_with("session ended")).expect("a log line");
     assert_eq!(line.plugin.as_deref(), Some("{{project-name}}"));
     assert!(line.message.contains("session_id=\"s-1\""), "{line}");
+}
+{%- endif %}
+{%- if gateway %}
+
+#[test]
+fn logs_agent_gateway_events() {
+    let host = host();
+    host.gateway_event("agent:start", &serde_json::json!({"platform": "telegram"})).unwrap();
+    let logs = host.logs();
+    assert!(logs.iter().any(|l| l.message.contains("event=\"agent:start\"")), "{logs:#?}");
 }
 {%- endif %}
