@@ -200,6 +200,40 @@ impl Config {
         string_list(self.get("plugins")?.get("enabled")?)
     }
 
+    /// `plugins.settings.<plugin>`: the user's settings for one plugin, as JSON, merged over
+    /// the `config:` of its `plugin.yaml` when it loads. `Ok(None)` when there are none.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the entry (not a mapping, or not representable as JSON), naming
+    /// its key.
+    ///
+    /// ```
+    /// let config = hermes_host::home::Config::parse("plugins:\n  settings:\n    guardrail:\n      default_patterns: false\n").unwrap();
+    /// let settings = config.plugin_settings("guardrail").unwrap().unwrap();
+    /// assert_eq!(settings["default_patterns"], false);
+    /// assert_eq!(config.plugin_settings("memory").unwrap(), None);
+    /// ```
+    pub fn plugin_settings(&self, plugin: &str) -> Result<Option<serde_json::Value>, String> {
+        let Some(value) = self
+            .get("plugins")
+            .and_then(|p| p.get("settings"))
+            .and_then(|s| s.get(plugin))
+        else {
+            return Ok(None);
+        };
+        match value {
+            Value::Null => Ok(None),
+            Value::Mapping(_) => serde_json::to_value(value)
+                .map(Some)
+                .map_err(|e| format!("plugins.settings.{plugin} cannot be read as JSON: {e}")),
+            other => Err(format!(
+                "plugins.settings.{plugin} must be a mapping of the plugin's settings, not {}",
+                yaml_type_name(other)
+            )),
+        }
+    }
+
     /// `plugins.disabled` as names (empty when missing).
     pub fn plugins_disabled(&self) -> Vec<String> {
         self.get("plugins")

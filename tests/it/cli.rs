@@ -244,3 +244,125 @@ fn fire_reports_each_callback_and_the_outcome_as_json() {
     assert_eq!(out["callbacks"][0]["decision"], "block: nope");
     assert_eq!(out["callbacks"][0]["system"], "plugin");
 }
+
+#[test]
+fn settings_in_config_yaml_reach_register_and_list_shows_them() {
+    let home = TestHome::new();
+    home.install("guardrail", "guardrail", None, None);
+    let sudo = r#"{"tool_name": "terminal", "args": {"command": "sudo ls"}}"#;
+    let fire = |home: &TestHome| {
+        let run = home.hermes(
+            &[
+                "plugins",
+                "fire",
+                "pre_tool_call",
+                "--payload",
+                sudo,
+                "--json",
+            ],
+            &[],
+        );
+        run.expect_code(0);
+        let out: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+        out["outcome"].as_str().unwrap_or_default().to_string()
+    };
+    home.config("plugins:\n  enabled: [guardrail]\n");
+    assert!(
+        fire(&home).starts_with("blocked by guardrail"),
+        "{}",
+        fire(&home)
+    );
+
+    // The user's settings, merged over plugin.yaml's `config:` (default_patterns: true).
+    let config = "plugins:\n  enabled: [guardrail]\n  settings:\n    guardrail:\n      # mine\n      default_patterns: false\n";
+    home.config(config);
+    assert_eq!(fire(&home), "allowed");
+    let list = home.hermes(&["plugins", "list", "--json"], &[]);
+    let list: serde_json::Value = serde_json::from_str(&list.stdout()).unwrap();
+    let plugin = &list["plugins"][0];
+    assert_eq!(
+        plugin["settings"],
+        serde_json::json!({"default_patterns": false})
+    );
+    assert_eq!(plugin["config"]["default_patterns"], false);
+    assert_eq!(
+        plugin["config"]["patterns"],
+        serde_json::json!([]),
+        "{plugin:#}"
+    );
+    let text = home.hermes(&["plugins", "list"], &[]).stdout();
+    assert!(
+        text.contains("settings: plugins.settings.guardrail in"),
+        "{text}"
+    );
+
+    // Settings that are not a mapping: one warning naming the file, and the defaults.
+    home.config("plugins:\n  enabled: [guardrail]\n  settings:\n    guardrail: [oops]\n");
+    let run = home.hermes(
+        &["plugins", "fire", "pre_tool_call", "--payload", sudo],
+        &[],
+    );
+    run.expect_code(0);
+    assert!(
+        home.mask(&run.stderr()).contains("$HOME/config.yaml: plugins.settings.guardrail must be a mapping of the plugin's settings, not list; plugin 'guardrail' loads with the config of its plugin.yaml"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stdout().contains("Outcome: blocked by guardrail"),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn reinstalling_keeps_an_edited_plugin_yaml_and_never_touches_settings() {
+    let home = TestHome::new();
+    let crate_dir = workspace().join("tests/plugins/noop");
+    let target = built().target_dir().display().to_string();
+    let env = [("CARGO_TARGET_DIR", target.as_str())];
+    let install = |extra: &[&str]| {
+        let mut args = vec!["plugins", "install", crate_dir.to_str().unwrap(), "--debug"];
+        args.extend_from_slice(extra);
+        let run = home.hermes(&args, &env);
+        run.expect_code(0);
+        home.mask(&run.stdout())
+    };
+    install(&[]);
+    let config_yaml = home.path().join("config.yaml");
+    let mut config = std::fs::read_to_string(&config_yaml).unwrap();
+    config.push_str("  settings:\n    noop:\n      # the user's own\n      count: 3\n");
+    std::fs::write(&config_yaml, &config).unwrap();
+
+    // Unedited: a reinstall rewrites plugin.yaml as before and says nothing more.
+    assert_eq!(
+        install(&[]),
+        "Installed 'noop' 0.1.0 into $HOME/plugins/noop and enabled it.\n"
+    );
+    assert_eq!(std::fs::read_to_string(&config_yaml).unwrap(), config);
+
+    // Edited: kept, and said so.
+    let installed = home.path().join("plugins/noop/plugin.yaml");
+    let edited = std::fs::read_to_string(&installed).unwrap() + "# tuned by hand\n";
+    std::fs::write(&installed, &edited).unwrap();
+    assert_eq!(
+        install(&[]),
+        "Installed 'noop' 0.1.0 into $HOME/plugins/noop and enabled it.\nKept your edited $HOME/plugins/noop/plugin.yaml (it changed since the last install); pass --force to replace it with the crate's.\n"
+    );
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), edited);
+    assert_eq!(std::fs::read_to_string(&config_yaml).unwrap(), config);
+    // The settings still reach the plugin: count: 3 registers three callbacks.
+    let list = home.hermes(&["plugins", "list", "--json"], &[]);
+    let list: serde_json::Value = serde_json::from_str(&list.stdout()).unwrap();
+    assert_eq!(
+        list["plugins"][0]["hooks"].as_array().map(Vec::len),
+        Some(3),
+        "{list:#}"
+    );
+
+    // --force replaces it with the crate's.
+    install(&["--force"]);
+    let fresh = std::fs::read_to_string(&installed).unwrap();
+    assert!(!fresh.contains("# tuned by hand"));
+    assert_eq!(std::fs::read_to_string(&config_yaml).unwrap(), config);
+}

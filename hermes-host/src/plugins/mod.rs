@@ -42,6 +42,11 @@ pub struct PluginReport {
     pub abi_version: Option<String>,
     /// `debug` or `release`, when loaded.
     pub build_profile: Option<String>,
+    /// The settings `register` saw: the `config:` of `plugin.yaml` with
+    /// `plugins.settings.<name>` of `config.yaml` merged over it (`Null` when not loaded).
+    pub config: serde_json::Value,
+    /// `plugins.settings.<name>` of `config.yaml`, when there is one.
+    pub settings: Option<serde_json::Value>,
 }
 
 impl PluginReport {
@@ -112,6 +117,8 @@ pub fn load_all(
             unknown_hooks: Vec::new(),
             abi_version: None,
             build_profile: None,
+            config: serde_json::Value::Null,
+            settings: None,
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
@@ -150,7 +157,24 @@ pub fn load_all(
         ) {
             tracing::warn!("{warning}");
         }
-        let registration = register(library, manifest, &candidate.dir);
+        let settings = match config.plugin_settings(&manifest.name) {
+            Ok(settings) => settings,
+            Err(why) => {
+                tracing::warn!(
+                    "{}: {why}; plugin '{}' loads with the config of its plugin.yaml",
+                    home.config_path().display(),
+                    manifest.name
+                );
+                None
+            }
+        };
+        let mut effective = manifest.clone();
+        if let Some(settings) = &settings {
+            merge_settings(&mut effective.config, settings);
+        }
+        entry.config = effective.config.clone();
+        entry.settings = settings;
+        let registration = register(library, &effective, &candidate.dir);
         add_registration(
             &mut report,
             &mut entry,
@@ -162,6 +186,24 @@ pub fn load_all(
         report.plugins.push(entry);
     }
     report
+}
+
+/// Merges the user's `settings` over a plugin's `config`: mappings key by key, all the way
+/// down; any other value (a list, a number) replaces the default whole.
+fn merge_settings(config: &mut serde_json::Value, settings: &serde_json::Value) {
+    match (config, settings) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(key) {
+                    Some(slot) => merge_settings(slot, value),
+                    None => {
+                        base.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value.clone(),
+    }
 }
 
 /// The warning for a plugin built in debug mode loaded into a release host, where it
@@ -232,6 +274,20 @@ fn add_registration(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_merge_over_the_manifest_config_key_by_key() {
+        let mut config = serde_json::json!({"a": 1, "nested": {"x": 1, "y": 2}, "list": [1, 2]});
+        let settings = serde_json::json!({"b": 2, "nested": {"y": 3}, "list": [9]});
+        merge_settings(&mut config, &settings);
+        assert_eq!(
+            config,
+            serde_json::json!({"a": 1, "nested": {"x": 1, "y": 3}, "list": [9], "b": 2})
+        );
+        let mut none = serde_json::Value::Null;
+        merge_settings(&mut none, &serde_json::json!({"k": true}));
+        assert_eq!(none, serde_json::json!({"k": true}));
+    }
 
     #[test]
     fn a_debug_plugin_in_a_release_host_is_one_line_with_the_fix() {

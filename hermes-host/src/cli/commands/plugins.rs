@@ -133,6 +133,13 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         if !p.unknown_hooks.is_empty() {
             println!("      unknown to this host: {}", p.unknown_hooks.join(", "));
         }
+        if p.settings.is_some() {
+            println!(
+                "      settings: plugins.settings.{} in {}",
+                p.name,
+                settings.home.config_path().display()
+            );
+        }
     }
     Ok(ExitStatus::Success)
 }
@@ -150,6 +157,8 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "unknown_hooks": p.unknown_hooks,
         "abi_version": p.abi_version,
         "build_profile": p.build_profile,
+        "config": p.config,
+        "settings": p.settings,
     })
 }
 
