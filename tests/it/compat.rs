@@ -4,7 +4,7 @@
 //! line while the others load.
 
 use hermes_hooks_abi::hooks::payload::{PreLlmCallEvent, PreToolCallEvent};
-use hermes_tests::support::{TestHome, built, workspace};
+use hermes_tests::support::{TestHome, built, plugin_v1_2, workspace};
 
 const V1_0_MANIFEST: &str = "name: plugin-v1_0\nversion: 0.1.0\nlibrary: libplugin_v1_0.so\n";
 const V2_0_MANIFEST: &str = "name: plugin-v2_0\nversion: 0.1.0\nlibrary: libplugin_v2_0.so\n";
@@ -127,4 +127,40 @@ fn an_incompatible_plugin_is_refused_with_one_line_and_the_others_load() {
         .filter(|l| l.contains("plugin-v2_0"))
         .collect();
     assert_eq!(warnings.len(), 1, "{}", run.describe());
+}
+
+#[test]
+fn a_plugin_newer_than_the_host_loads_with_a_message_naming_both_versions() {
+    let home = TestHome::new();
+    let manifest = "name: plugin-v1_2\nversion: 0.1.0\nlibrary: libplugin_v1_2.so\n";
+    let dir = home.install_lib("newer", &plugin_v1_2(), manifest, None, None);
+    home.config("plugins:\n  enabled: [plugin-v1_2]\n");
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    run.expect_code(0);
+    let host = hermes_host::plugins::HOST_ABI_VERSION;
+    let host_minor = host.rsplit_once('.').map(|(mm, _)| mm).unwrap();
+    let expected = format!(
+        "{}: plugin 'plugin-v1_2' was built against hermes-hooks-abi 1.2.0, newer than this host's {host}: it loads, but hooks and fields added after {host_minor} do not reach it here; upgrade hermes, or rebuild the plugin against hermes-hooks-abi {host_minor}",
+        dir.join("libplugin_v1_2.so").display()
+    );
+    assert!(run.stderr().contains(&expected), "{}", run.describe());
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(list["plugins"][0]["enabled"], true, "{list:#}");
+    assert_eq!(list["plugins"][0]["abi_version"], "1.2.0");
+    let fired = home.hermes(&["plugins", "fire", "pre_tool_call"], &[]);
+    assert!(
+        fired.stdout().contains("plugin-v1_2::noop  no opinion"),
+        "{}",
+        fired.describe()
+    );
+    // A plugin of the host's own interface gets no such line.
+    let same = TestHome::new();
+    same.install("noop", "noop", None, None);
+    same.config("plugins:\n  enabled: [noop]\n");
+    let run = same.hermes(&["plugins", "list"], &[]);
+    assert!(
+        !run.stderr().contains("newer than this host"),
+        "{}",
+        run.describe()
+    );
 }

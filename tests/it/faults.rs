@@ -109,7 +109,7 @@ fn unknown_hook_names_are_kept_and_warned_about() {
     let valid = hermes_hooks_abi::hooks::names_sorted().join(", ");
     assert!(
         run.stderr().contains(&format!(
-            "Plugin 'faulty' registered unknown hook 'pre_tool_use' (valid: {valid})"
+            "Plugin 'faulty' registered unknown hook 'pre_tool_use' (valid: {valid}); did you mean 'pre_tool_call'?"
         )),
         "{}",
         run.describe()

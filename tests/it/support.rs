@@ -95,6 +95,69 @@ pub fn built() -> &'static Built {
     })
 }
 
+/// A plugin built against a copy of the current interface that calls itself 1.2.0: what a
+/// user has when their plugin is newer than their `hermes`. Made at test time (a workspace
+/// in `target/it-abi-1.2` with a copy of `hermes-hooks-abi` and of the `noop` plugin,
+/// renamed `plugin-v1_2`), so it can never drift from the interface it copies.
+pub fn plugin_v1_2() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = workspace();
+            let dir = root.join("target").join("it-abi-1.2");
+            let _ = std::fs::remove_dir_all(&dir);
+            copy_dir(&root.join("hermes-hooks-abi/src"), &dir.join("hermes-hooks-abi/src"));
+            let abi_toml = std::fs::read_to_string(root.join("hermes-hooks-abi/Cargo.toml"))
+                .expect("hermes-hooks-abi/Cargo.toml");
+            let abi_toml = abi_toml.replacen("version = \"1.1.0\"", "version = \"1.2.0\"", 1);
+            assert!(abi_toml.contains("version = \"1.2.0\""), "the interface is no longer 1.1.0: update this fixture");
+            write(&dir.join("hermes-hooks-abi/Cargo.toml"), &abi_toml);
+            copy_dir(&root.join("tests/plugins/noop/src"), &dir.join("plugin-v1_2/src"));
+            let plugin_toml = std::fs::read_to_string(root.join("tests/plugins/noop/Cargo.toml"))
+                .expect("noop's Cargo.toml")
+                .replacen("name = \"noop\"", "name = \"plugin-v1_2\"", 1);
+            write(&dir.join("plugin-v1_2/Cargo.toml"), &plugin_toml);
+            // The workspace's own settings, members replaced, so the copies build as here.
+            let workspace_toml =
+                std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+            let shared = workspace_toml
+                .split_once("[workspace.package]")
+                .map(|(_, rest)| rest)
+                .expect("[workspace.package] in Cargo.toml");
+            write(
+                &dir.join("Cargo.toml"),
+                &format!(
+                    "[workspace]\nresolver = \"3\"\nmembers = [\"hermes-hooks-abi\", \"plugin-v1_2\"]\n\n[workspace.package]{shared}"
+                ),
+            );
+            std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("Cargo.lock");
+            let target = root.join("target").join("it");
+            cargo(&dir, &["build".into(), "--offline".into(), "-p".into(), "plugin-v1_2".into()], &target);
+            target.join("debug").join("libplugin_v1_2.so")
+        })
+        .clone()
+}
+
+fn write(path: &Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create a fixture directory");
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create a fixture directory");
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let path = entry.expect("a directory entry").path();
+        let dest = to.join(path.file_name().expect("a file name"));
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap_or_else(|e| panic!("copy {}: {e}", path.display()));
+        }
+    }
+}
+
 /// `lib<package>.so` built in release mode into `target/it-release`, for benchmarks: a debug
 /// plugin would measure the optimiser, not the boundary.
 pub fn release_lib(package: &str) -> PathBuf {

@@ -110,11 +110,16 @@ fn check_and_load(path: &Path, name: &str) -> Result<PluginModRef, String> {
     }
     // Same major, different layout: a plugin built against a modified or mismatched copy of
     // the interface (a fork, another abi_stable). abi_stable's report ends with the reason.
+    let fix = if is_newer(&plugin_version, HOST_ABI_VERSION) {
+        format!(
+            "upgrade hermes, or rebuild the plugin against hermes-hooks-abi {}",
+            major_minor(HOST_ABI_VERSION)
+        )
+    } else {
+        format!("rebuild the plugin against hermes-hooks-abi {HOST_ABI_VERSION}")
+    };
     let layout = |e: abi_stable::library::LibraryError| {
-        incompatible(&format!(
-            "{}; rebuild the plugin against hermes-hooks-abi {HOST_ABI_VERSION}",
-            decisive_lines(&e.to_string())
-        ))
+        incompatible(&format!("{}; {fix}", decisive_lines(&e.to_string())))
     };
     let header = lib_header_from_path(path).map_err(layout)?;
     header.init_root_module::<PluginModRef>().map_err(layout)
@@ -137,6 +142,34 @@ fn read_c_string(lib: &libloading::Library, symbol: &[u8]) -> Option<String> {
 
 fn major(version: &str) -> &str {
     version.split('.').next().unwrap_or(version)
+}
+
+/// `1.2` of `1.2.3`.
+fn major_minor(version: &str) -> String {
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether interface `plugin` is a later minor of the same major than `host`.
+fn is_newer(plugin: &str, host: &str) -> bool {
+    let minor = |v: &str| v.split('.').nth(1).and_then(|m| m.parse::<u64>().ok());
+    major(plugin) == major(host) && minor(plugin) > minor(host)
+}
+
+/// The warning for a plugin built against a later minor interface than the host's: it
+/// loads (a newer plugin in an older host is promised to), but what the later interface
+/// added is missing here, and the user should know which side to update.
+pub(crate) fn newer_interface_warning(
+    library: &Path,
+    plugin: &str,
+    version: &str,
+) -> Option<String> {
+    is_newer(version, HOST_ABI_VERSION).then(|| {
+        let host = major_minor(HOST_ABI_VERSION);
+        format!(
+            "{}: plugin '{plugin}' was built against hermes-hooks-abi {version}, newer than this host's {HOST_ABI_VERSION}: it loads, but hooks and fields added after {host} do not reach it here; upgrade hermes, or rebuild the plugin against hermes-hooks-abi {host}",
+            library.display()
+        )
+    })
 }
 
 /// abi_stable's reports run to hundreds of lines; the reason is in the last few.
@@ -217,6 +250,16 @@ mod tests {
     #[test]
     fn root_module_is_looked_up_by_its_published_name() {
         assert_eq!(PluginModRef::NAME, "hermes_plugin");
+    }
+
+    #[test]
+    fn only_a_later_minor_of_the_same_major_is_newer() {
+        assert!(is_newer("1.2.0", "1.1.0"));
+        assert!(is_newer("1.10.0", "1.9.3"));
+        assert!(!is_newer("1.1.5", "1.1.0"));
+        assert!(!is_newer("1.0.0", "1.1.0"));
+        assert!(!is_newer("2.0.0", "1.1.0"));
+        assert!(!is_newer("junk", "1.1.0"));
     }
 
     #[test]

@@ -149,6 +149,11 @@ pub fn load_all(
         };
         entry.abi_version = Some(library.abi_version().to_string());
         entry.build_profile = Some(library.build_profile().to_string());
+        if let Some(warning) =
+            load::newer_interface_warning(&path, &manifest.name, library.abi_version())
+        {
+            tracing::warn!("{warning}");
+        }
         if let Some(warning) = debug_build_warning(
             &path,
             &manifest.name,
@@ -255,9 +260,14 @@ fn add_registration(
             continue;
         }
         if hermes_hooks_abi::hooks::spec(&hook).is_none() {
+            // The reference's line, then the closest name when there is one.
+            let names = hermes_hooks_abi::hooks::names_sorted();
+            let hint = crate::pyfmt::close_match(&hook, &names, 0.6)
+                .map(|close| format!("; did you mean '{close}'?"))
+                .unwrap_or_default();
             tracing::warn!(
-                "Plugin '{plugin}' registered unknown hook '{hook}' (valid: {})",
-                hermes_hooks_abi::hooks::names_sorted().join(", ")
+                "Plugin '{plugin}' registered unknown hook '{hook}' (valid: {}){hint}",
+                names.join(", ")
             );
             entry.unknown_hooks.push(hook.clone());
         }
