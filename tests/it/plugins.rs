@@ -537,3 +537,73 @@ fn the_testing_helper_loads_a_built_plugin_and_fires_typed_events() {
         "{err}"
     );
 }
+
+#[test]
+fn a_library_for_another_platform_is_refused_with_a_message_saying_so() {
+    let home = TestHome::new();
+    let foreign = if cfg!(target_os = "macos") {
+        "libmac.so"
+    } else {
+        "libmac.dylib"
+    };
+    let platform = if cfg!(target_os = "macos") {
+        "Linux"
+    } else {
+        "macOS"
+    };
+    let native = hermes_host::plugins::library_file::for_crate("mac");
+    // `library:` names it, and it is there.
+    let named = home.path().join("plugins/named");
+    std::fs::create_dir_all(&named).unwrap();
+    std::fs::write(named.join(foreign), b"not for this machine").unwrap();
+    std::fs::write(
+        named.join("plugin.yaml"),
+        format!("name: named\nlibrary: {foreign}\n"),
+    )
+    .unwrap();
+    // `library:` names this platform's file, and only the other platform's is there.
+    let copied = home.path().join("plugins/copied");
+    std::fs::create_dir_all(&copied).unwrap();
+    std::fs::write(copied.join(foreign), b"not for this machine").unwrap();
+    std::fs::write(
+        copied.join("plugin.yaml"),
+        format!("name: copied\nlibrary: {native}\n"),
+    )
+    .unwrap();
+    home.config("plugins:\n  enabled: [named, copied]\n");
+    let (_, report) = home.load();
+    let error = |key: &str| {
+        let p = report.plugins.iter().find(|p| p.key == key).unwrap();
+        home.mask(p.error.as_deref().unwrap_or_default())
+    };
+    assert_eq!(
+        error("named"),
+        format!(
+            "$HOME/plugins/named/{foreign}: plugin 'named' is a library for {platform}, and this host loads {}; build the plugin on this machine (`cargo build --release`, or `hermes plugins install <crate dir>`) and set `library: {}`",
+            hermes_host::plugins::library_file::pattern(),
+            hermes_host::plugins::library_file::for_crate("named")
+        )
+    );
+    assert_eq!(
+        error("copied"),
+        format!(
+            "$HOME/plugins/copied/{native}: plugin 'copied' has no library there, only {foreign}, a library for {platform}; build the plugin on this machine with `cargo build --release` (or `hermes plugins install <crate dir>`)"
+        )
+    );
+
+    // A gateway hook directory holding only the other platform's library.
+    let hook = home.path().join("hooks/mac-hook");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: mac-hook\nevents: [agent:start]\n",
+    )
+    .unwrap();
+    std::fs::write(hook.join(foreign), b"not for this machine").unwrap();
+    let run = home.hermes(&["gateway", "hooks"], &[]);
+    let expected = format!(
+        "  mac-hook: {foreign} is a library for {platform}, and this host loads {}; build the hook on this machine\n",
+        hermes_host::plugins::library_file::pattern()
+    );
+    assert!(run.stdout().contains(&expected), "{}", run.describe());
+}

@@ -27,6 +27,7 @@ use std::time::Duration;
 use yaml_serde::Value;
 
 use crate::home::yaml_type_name;
+use crate::plugins::library_file;
 
 /// How long one handler call may take unless `HOOK.yaml` says `timeout:`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -250,20 +251,39 @@ fn find_handler(dir: &Path, library: Option<&str>) -> Result<Option<HandlerSourc
     if let Some(library) = library.filter(|l| !l.trim().is_empty()) {
         return Ok(Some(HandlerSource::Native(dir.join(library))));
     }
-    let mut libraries: Vec<String> = std::fs::read_dir(dir)
+    let mut files: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("lib") && (n.ends_with(".so") || n.ends_with(".dylib")))
                 .collect()
         })
         .unwrap_or_default();
-    libraries.sort();
+    files.sort();
+    let libraries: Vec<&String> = files
+        .iter()
+        .filter(|n| library_file::is_native(n))
+        .collect();
     match libraries.as_slice() {
-        [] => {}
+        [] => {
+            let foreign = files
+                .iter()
+                .find_map(|f| library_file::foreign_platform(f).map(|p| (f, p)));
+            if let Some((file, platform)) = foreign {
+                let has_other = ["handler", "handler.py"]
+                    .iter()
+                    .any(|h| dir.join(h).is_file());
+                if !has_other {
+                    return Err(format!(
+                        "{file} is a library for {platform}, and this host loads {}; build the hook on this machine",
+                        library_file::pattern()
+                    ));
+                }
+            }
+        }
         [one] => return Ok(Some(HandlerSource::Native(dir.join(one)))),
         many => {
+            let many: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
             return Err(format!(
                 "several native libraries ({}); name the one to load with `library:` in HOOK.yaml",
                 many.join(", ")

@@ -12,6 +12,7 @@ use hermes_hooks_abi::core::{
     HookCallbackBox, HostLogger_TO, HostLoggerBox, PluginModRef, Registrar, Registrar_TO,
 };
 
+use super::library_file;
 use super::manifest::Manifest;
 use crate::logging::PluginLogger;
 
@@ -65,10 +66,35 @@ pub fn load_library(path: &Path, plugin_name: &str) -> Result<Library, String> {
 
 fn check_and_load(path: &Path, name: &str) -> Result<PluginModRef, String> {
     let shown = path.display();
-    if !path.is_file() {
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let expected = library_file::for_crate(name);
+    if let Some(platform) = library_file::foreign_platform(&file_name) {
         return Err(format!(
-            "{shown}: plugin '{name}' has no library there; build the plugin with `cargo build --release` and copy its lib*.so here, or run `hermes plugins install <crate dir>`"
+            "{shown}: plugin '{name}' is a library for {platform}, and this host loads {}; build the plugin on this machine (`cargo build --release`, or `hermes plugins install <crate dir>`) and set `library: {expected}`",
+            library_file::pattern()
         ));
+    }
+    if !path.is_file() {
+        let foreign = path
+            .parent()
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find_map(|f| library_file::foreign_platform(&f).map(|p| (f, p)));
+        return Err(match foreign {
+            Some((other, platform)) => format!(
+                "{shown}: plugin '{name}' has no library there, only {other}, a library for {platform}; build the plugin on this machine with `cargo build --release` (or `hermes plugins install <crate dir>`)"
+            ),
+            None => format!(
+                "{shown}: plugin '{name}' has no library there; build the plugin with `cargo build --release` and copy its {} here, or run `hermes plugins install <crate dir>`",
+                library_file::for_crate(name)
+            ),
+        });
     }
     // SAFETY: loading a library runs its initialisers; a plugin directory is trusted by
     // placement, as in the reference. The library is never unloaded (forgotten below).

@@ -87,7 +87,7 @@ impl Manifest {
             .unwrap_or(dir_name);
         let library = text_of("library");
         if library.trim().is_empty() {
-            let guess = format!("lib{}.so", name.replace('-', "_"));
+            let guess = super::library_file::for_crate(&name);
             return Err(format!(
                 "missing the `library` field; add `library: {guess}` (the file cargo builds in target/release/)"
             ));

@@ -7,6 +7,7 @@
 //! file it concerns, and every other plugin still loads.
 
 mod discover;
+pub mod library_file;
 mod load;
 mod manifest;
 

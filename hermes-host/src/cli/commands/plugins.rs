@@ -457,8 +457,9 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
         .flat_map(|msg| msg["filenames"].as_array().cloned().unwrap_or_default())
         .filter_map(|f| f.as_str().map(PathBuf::from))
         .find(|f| {
-            f.extension()
-                .is_some_and(|e| e == "so" || e == "dylib" || e == "dll")
+            f.file_name().is_some_and(|n| {
+                hermes_host::plugins::library_file::is_native(&n.to_string_lossy())
+            })
         });
     cdylib.ok_or_else(|| {
         anyhow::anyhow!(
