@@ -729,6 +729,25 @@ pub enum DispatchVerdict {
     },
 }
 
+impl DispatchVerdict {
+    /// The callback that decided, when one did.
+    ///
+    /// ```
+    /// use hermes_host::registry::DispatchVerdict;
+    /// let v = DispatchVerdict::Allow { by: "p::cb".into() };
+    /// assert_eq!(v.decided_by(), Some("p::cb"));
+    /// assert_eq!(DispatchVerdict::Dispatch.decided_by(), None);
+    /// ```
+    pub fn decided_by(&self) -> Option<&str> {
+        match self {
+            DispatchVerdict::Dispatch => None,
+            DispatchVerdict::Skip { by, .. }
+            | DispatchVerdict::Rewrite { by, .. }
+            | DispatchVerdict::Allow { by } => Some(by),
+        }
+    }
+}
+
 /// Folds answers into an [`Outcome`] by the hook's rule. One variant per rule, matched
 /// without a catch-all arm: a new [`OutcomeKind`] does not compile until its rule is here.
 /// Kept small, because it is built and returned on every dispatch.
@@ -824,7 +843,16 @@ impl Combiner {
                 )),
             },
             Combiner::Dispatch(decided) => {
-                if decided.is_some() {
+                // Every callback runs, as the reference's invoke_hook calls them all; only
+                // the first decision counts, and a later one is worth a debug line.
+                if let Some(first) = decided {
+                    if [action::SKIP, action::REWRITE, action::ALLOW].contains(&act) {
+                        tracing::debug!(
+                            "Hook '{hook}' callback {} answered '{act}' after {} had decided; ignoring it",
+                            entry.label,
+                            first.decided_by().unwrap_or_default()
+                        );
+                    }
                     return;
                 }
                 let by = entry.label.clone();

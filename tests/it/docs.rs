@@ -39,7 +39,7 @@ fn outcome_doc(kind: OutcomeKind) -> (&'static str, &'static str) {
         ),
         OutcomeKind::Dispatch => (
             "`DispatchDecision`: `Continue`, `Skip(reason)`, `Rewrite(text)` or `Allow`",
-            "The first answer other than `Continue`, in registry order, decides; later callbacks are not asked. `Skip` drops the message (no reply, no pairing, no authorisation), `Rewrite` replaces its text, `Allow` dispatches it as is.",
+            "Every callback runs (as the reference's `invoke_hook` calls them all); the first answer other than `Continue`, in registry order, decides, and later decisions are ignored (logged at debug level). `Skip` drops the message (no reply, no pairing, no authorisation), `Rewrite` replaces its text, `Allow` dispatches it as is.",
         ),
     }
 }

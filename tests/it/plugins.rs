@@ -198,7 +198,7 @@ fn transforms_and_gateway_dispatch_follow_the_reference_rules() {
         registry.fire("transform_tool_result", &[]),
         Outcome::Replace(Some(String::new()))
     );
-    // pre_gateway_dispatch: unknown actions are skipped, the first rewrite stops the scan.
+    // pre_gateway_dispatch: unknown actions are skipped, and the first rewrite decides.
     let verdict =
         registry.pre_gateway_dispatch(&Default::default(), &hermes_hooks_abi::core::NoHostCalls);
     assert_eq!(
@@ -606,4 +606,84 @@ fn a_library_for_another_platform_is_refused_with_a_message_saying_so() {
         hermes_host::plugins::library_file::pattern()
     );
     assert!(run.stdout().contains(&expected), "{}", run.describe());
+}
+
+#[test]
+fn every_gateway_dispatch_callback_runs_and_the_first_decision_wins() {
+    let home = TestHome::new();
+    let log = home.path().join("calls.log");
+    let skip = r#"{pre_gateway_dispatch: {action: skip, text: spam}}"#;
+    let rewrite = r#"{pre_gateway_dispatch: {action: rewrite, text: hello}}"#;
+    home.install(
+        "a",
+        "recorder",
+        Some("a"),
+        Some(&recorder_config(&log, "a", skip)),
+    );
+    home.install(
+        "b",
+        "recorder",
+        Some("b"),
+        Some(&recorder_config(&log, "b", rewrite)),
+    );
+    home.install("c", "gateway-ack", None, None);
+    home.config("plugins:\n  enabled: [a, b, gateway-ack]\n");
+    let payload = r#"{"platform": "telegram", "chat_id": "c-1", "text": "hi", "session_key": "telegram:c-1"}"#;
+    let run = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_gateway_dispatch",
+            "--payload",
+            payload,
+        ],
+        &[("HERMES_LOG", "debug")],
+    );
+    run.expect_code(0);
+    // All three ran, in registry order, after the skip had decided.
+    let called: Vec<String> = lines(&log)
+        .iter()
+        .map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(called, ["a pre_gateway_dispatch", "b pre_gateway_dispatch"]);
+    let stdout = run.stdout();
+    assert!(
+        stdout.contains("  gateway-ack::acknowledge  no opinion"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        stdout.contains("Outcome: skipped by a::record: spam"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr().contains("Hook 'pre_gateway_dispatch' callback b::record answered 'rewrite' after a::record had decided; ignoring it"),
+        "{}",
+        run.describe()
+    );
+    // The capabilities the gateway gives are there, checked, and said to be a dry run.
+    assert!(
+        stdout.contains("Capability calls (checked and recorded, not carried out: `plugins fire` runs no gateway to deliver to):\n  gateway.send {\"platform\":\"telegram\",\"chat_id\":\"c-1\",\"text\":\"ack: hi\"}\n  session.append "),
+        "{}",
+        run.describe()
+    );
+    let json = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_gateway_dispatch",
+            "--payload",
+            payload,
+            "--json",
+        ],
+        &[],
+    );
+    let out: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    assert_eq!(out["capability_calls"][0]["capability"], "gateway.send");
+    assert_eq!(out["capability_calls"][1]["capability"], "session.append");
+    assert_eq!(
+        out["capability_calls"][1]["args"]["entry"]["content"],
+        "ack: hi"
+    );
 }

@@ -27,6 +27,7 @@ pub const PACKAGES: &[&str] = &[
     "recorder",
     "compat-v1_1",
     "noop",
+    "gateway-ack",
 ];
 
 /// What the nested builds produced.

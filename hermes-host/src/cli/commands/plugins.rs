@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RResult, RStr, RString};
 use anyhow::{Context, bail};
+use hermes_hooks_abi::core::{HostCalls, HostCalls_TO};
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::plugins::{HOST_ABI_VERSION, LoadReport, Manifest, PluginReport, load_all};
@@ -491,18 +494,28 @@ fn fire(
     registry.set_trace(sink.clone());
     load(settings, &mut registry);
     let owned = OwnedPayload::from_json(hook, &payload);
-    let outcome = registry.fire(hook, &owned.fields());
+    // The capabilities the gateway offers pre_gateway_dispatch, checked as it checks them
+    // but recorded instead of carried out: there is no gateway here to deliver to.
+    let capabilities = DryRunCapabilities::default();
+    let fields = owned.fields();
+    let host = HostCalls_TO::from_const(&capabilities, TD_Opaque);
+    let outcome = registry.fire_with(hook, &fields, host);
+    let calls = capabilities.calls();
     let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
     let summary = describe(&outcome);
     if as_json {
-        let calls: Vec<_> = records
+        let calls_json: Vec<_> = records
             .iter()
             .map(|r| json!({ "system": r.system, "callback": r.callback, "decision": r.decision, "duration_us": r.duration.as_micros() as u64, "error": r.error }))
+            .collect();
+        let capability_calls: Vec<_> = calls
+            .iter()
+            .map(|(capability, args)| json!({ "capability": capability, "args": args, "carried_out": false }))
             .collect();
         println!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({ "hook": hook, "callbacks": calls, "outcome": summary })
+                &json!({ "hook": hook, "callbacks": calls_json, "capability_calls": capability_calls, "outcome": summary })
             )?
         );
         return Ok(ExitStatus::Success);
@@ -523,6 +536,57 @@ fn fire(
             r.duration.as_micros()
         );
     }
+    if !calls.is_empty() {
+        println!(
+            "Capability calls (checked and recorded, not carried out: `plugins fire` runs no gateway to deliver to):"
+        );
+        for (capability, args) in &calls {
+            println!("  {capability} {args}");
+        }
+    }
     println!("Outcome: {summary}");
     Ok(ExitStatus::Success)
+}
+
+/// `gateway.send` and `session.append` for `plugins fire`: the arguments are checked as the
+/// gateway checks them, then the call is recorded and answered as a dry run.
+#[derive(Default)]
+struct DryRunCapabilities(Mutex<Vec<(String, serde_json::Value)>>);
+
+impl DryRunCapabilities {
+    fn calls(&self) -> Vec<(String, serde_json::Value)> {
+        self.0.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+impl HostCalls for DryRunCapabilities {
+    fn call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString> {
+        let args: serde_json::Value = match serde_json::from_str(args_json.as_str()) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => {
+                return RResult::RErr(
+                    format!("{capability}: the arguments must be a JSON object").into(),
+                );
+            }
+        };
+        let required: &[&str] = match capability.as_str() {
+            "gateway.send" => &["platform", "chat_id", "text"],
+            "session.append" => &["session_key"],
+            other => {
+                return RResult::RErr(
+                    format!("unknown capability '{other}': pre_gateway_dispatch offers gateway.send and session.append").into(),
+                );
+            }
+        };
+        if let Some(missing) = required.iter().find(|k| !args[**k].is_string()) {
+            return RResult::RErr(format!("{capability}: `{missing}` must be a string").into());
+        }
+        if capability.as_str() == "session.append" && !args["entry"].is_object() {
+            return RResult::RErr("session.append: `entry` must be a JSON object".into());
+        }
+        if let Ok(mut calls) = self.0.lock() {
+            calls.push((capability.to_string(), args));
+        }
+        RResult::ROk(json!({ "dry_run": true }).to_string().into())
+    }
 }
