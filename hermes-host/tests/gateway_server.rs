@@ -42,6 +42,8 @@ fn plugin_library(package: &str) -> PathBuf {
                 "recorder",
                 "-p",
                 "gateway-ack",
+                "-p",
+                "noisy",
                 "--target-dir",
             ])
             .arg(&target)
@@ -1200,4 +1202,44 @@ fn sigint_interrupts_a_running_turn_and_finalizes_the_session() {
         ["pre_tool_call", "on_session_end", "on_session_finalize"],
         "the interrupted turn ends without post_llm_call, and the session is finalized"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The stdin protocol
+
+#[test]
+fn what_plugins_and_hooks_print_never_reaches_the_stdin_protocol() {
+    let home = TestHome::new();
+    home.plugin("noisy", "noisy", "  {}");
+    home.config("plugins:\n  enabled: [noisy]\n");
+    home.python_hook(
+        "printer",
+        "[\"agent:*\"]",
+        "def handle(event_type, context):\n    print('printer: ' + event_type, flush=True)\n",
+    );
+    let run = home.stdin_run(&[], &[msg("c1", "u1", "hello"), msg("c1", "u1", "again")]);
+    assert!(!run.stdout.is_empty(), "no answers: {}", run.stderr);
+    for line in &run.stdout {
+        if serde_json::from_str::<Value>(line).is_err() {
+            run.fail(&format!(
+                "stdout holds a line that is not protocol JSON: {line:?}"
+            ));
+        }
+    }
+    assert_eq!(run.messages_for("c1").len(), 2, "{:?}", run.stdout);
+    // The plugin's native gateway callback is delivered too (a plugin is a gateway hook).
+    for printed in [
+        "noisy: register",
+        "noisy: pre_gateway_dispatch",
+        "noisy: pre_llm_call",
+        "noisy: gateway agent:start",
+        "noisy: gateway agent:end",
+    ] {
+        if !run.stderr.lines().any(|l| l == printed) {
+            run.fail(&format!("{printed:?} did not reach the log"));
+        }
+    }
+    if !run.stderr.contains("printer: agent:start") {
+        run.fail("the Python handler's print did not reach the log");
+    }
 }

@@ -17,7 +17,6 @@ pub struct Loaded {
     pub registry: Registry,
     #[allow(dead_code)] // for surfaces that read more settings (the gateway's allowed users)
     pub config: Config,
-    #[allow(dead_code)] // for surfaces that report what loaded
     pub plugins: LoadReport,
     pub shell: ShellReport,
 }

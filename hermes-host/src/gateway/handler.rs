@@ -274,6 +274,11 @@ fn can_reach(subscribed: &str, pattern: &str) -> bool {
 }
 
 impl NativeHandler {
+    /// A handler over callbacks a plugin registered, `(pattern, callback)` in order.
+    pub(crate) fn from_callbacks(callbacks: Vec<(String, HookCallbackBox)>) -> NativeHandler {
+        NativeHandler { callbacks }
+    }
+
     fn deliver(&self, event: &Event) -> Vec<String> {
         let context = event.context_json();
         let fields = [

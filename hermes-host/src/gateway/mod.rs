@@ -308,6 +308,29 @@ impl GatewayHooks {
         log: Arc<dyn GatewayLog>,
         options: &GatewayOptions,
     ) -> GatewayHooks {
+        GatewayHooks::discover_with_plugins(home, log, options, Vec::new())
+    }
+
+    /// [`discover_with`](GatewayHooks::discover_with), plus the native gateway callbacks
+    /// that plugins registered (`ctx.on_gateway_event(..)`, in
+    /// [`LoadReport::gateway_handlers`](crate::plugins::LoadReport)): each plugin's callbacks
+    /// become one hook named after the plugin, after the hook directories, with its own
+    /// queue like every other hook.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use hermes_host::{gateway::{GatewayHooks, GatewayOptions, MemoryLog}, home::Home};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let home = Home::at(dir.path());
+    /// let hooks = GatewayHooks::discover_with_plugins(&home, Arc::new(MemoryLog::default()), &GatewayOptions::default(), Vec::new());
+    /// assert!(hooks.loaded().is_empty());
+    /// ```
+    pub fn discover_with_plugins(
+        home: &Home,
+        log: Arc<dyn GatewayLog>,
+        options: &GatewayOptions,
+        plugin_handlers: Vec<crate::plugins::GatewayHandler>,
+    ) -> GatewayHooks {
         let hooks_dir = home.hooks_dir();
         let outcomes = discover::scan(&hooks_dir);
         // Start every handler first (Python workers import in parallel), then collect the
@@ -380,6 +403,45 @@ impl GatewayHooks {
                     }
                 },
             }
+        }
+        let mut by_plugin: Vec<(String, std::path::PathBuf, Vec<(String, _)>)> = Vec::new();
+        for h in plugin_handlers {
+            match by_plugin.iter_mut().find(|(p, _, _)| *p == h.plugin) {
+                Some((_, _, callbacks)) => callbacks.push((h.event, h.callback)),
+                None => by_plugin.push((h.plugin, h.library, vec![(h.event, h.callback)])),
+            }
+        }
+        for (plugin, library, callbacks) in by_plugin {
+            let mut events: Vec<String> = Vec::new();
+            for (event, _) in &callbacks {
+                if !events.contains(event) {
+                    events.push(event.clone());
+                }
+            }
+            log.line(&format!(
+                "[hooks] Loaded plugin '{plugin}' gateway callbacks for events: {}",
+                events.join(", ")
+            ));
+            loaded.push(LoadedHook {
+                name: plugin.clone(),
+                description: format!("gateway callbacks of plugin '{plugin}'"),
+                events: events.clone(),
+                path: library
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default(),
+                kind: HookKind::Native,
+                handler: library,
+                timeout: Duration::ZERO,
+            });
+            ready.push(emit::Ready {
+                name: plugin,
+                events,
+                handler: handler::Handler::Native(handler::NativeHandler::from_callbacks(
+                    callbacks,
+                )),
+                restarts: Arc::new(AtomicU64::new(0)),
+            });
         }
         let dispatcher = emit::Dispatcher::start(ready, options.queue_capacity, log);
         GatewayHooks {

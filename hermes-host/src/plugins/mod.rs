@@ -65,6 +65,8 @@ pub struct GatewayHandler {
     pub event: String,
     /// The callback's name.
     pub callback_name: String,
+    /// The plugin's library.
+    pub library: PathBuf,
     /// The callback.
     pub callback: hermes_hooks_abi::core::HookCallbackBox,
 }
@@ -256,6 +258,7 @@ fn add_registration(
                 plugin: plugin.to_string(),
                 event: hook,
                 callback_name,
+                library: library.to_path_buf(),
                 callback,
             });
             continue;

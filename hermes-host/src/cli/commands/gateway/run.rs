@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript};
-use hermes_host::gateway::{GatewayHooks, GatewayLog};
+use hermes_host::gateway::{GatewayHooks, GatewayLog, GatewayOptions};
 use hermes_host::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
 
 use super::stdout_log;
@@ -69,6 +69,26 @@ fn stderr_log() -> Arc<dyn GatewayLog> {
     })
 }
 
+/// Moves the process's standard output out of reach: returns a private duplicate of fd 1
+/// for the protocol and points fd 1 at stderr, so that whatever else writes to stdout
+/// (plugins have their own copy of std, hook processes inherit fd 1) lands in the log.
+fn take_stdout_for_protocol() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    std::io::stdout().flush()?;
+    // SAFETY: dup and dup2 on the standard descriptors; the duplicate is owned by the File.
+    let private = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+    if private < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        let error = std::io::Error::last_os_error();
+        unsafe { libc::close(private) };
+        return Err(error);
+    }
+    // SAFETY: `private` is a fresh descriptor nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(private) })
+}
+
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     if !value.is_finite() || value < 0.0 {
         bail!("{flag} must be a number of seconds, 0 or more");
@@ -117,6 +137,14 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         }
         None => None,
     };
+    // With --stdin, stdout is the protocol. Everything else that writes to fd 1 (a plugin's
+    // println!, a hook's child process, a stray print of ours) must not reach it, so the
+    // protocol gets a private duplicate and fd 1 becomes stderr, before any hook loads.
+    let protocol = if args.stdin {
+        Some(take_stdout_for_protocol().context("cannot set up stdout for the protocol")?)
+    } else {
+        None
+    };
     let log = if args.stdin {
         stderr_log()
     } else {
@@ -132,7 +160,14 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
             fallback
         }
     };
-    let hooks = GatewayHooks::discover(&settings.home, log.clone());
+    let mut loaded = loaded;
+    let plugin_handlers = std::mem::take(&mut loaded.plugins.gateway_handlers);
+    let hooks = GatewayHooks::discover_with_plugins(
+        &settings.home,
+        log.clone(),
+        &GatewayOptions::default(),
+        plugin_handlers,
+    );
 
     let agent = Agent {
         registry: Arc::new(loaded.registry),
@@ -156,13 +191,14 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         tcp.serve(server.clone())
             .context("cannot start the TCP adapter")?;
     }
-    if args.stdin {
+    if let Some(protocol) = protocol {
         let server = server.clone();
         std::thread::Builder::new()
             .name("gateway-stdin".into())
             .spawn(move || {
                 let stdin = std::io::stdin();
-                if let Err(e) = serve_stdio(stdin.lock(), Box::new(std::io::stdout()), &server) {
+                let output = Box::new(std::io::LineWriter::new(protocol));
+                if let Err(e) = serve_stdio(stdin.lock(), output, &server) {
                     tracing::warn!("gateway: the stdin adapter failed: {e}");
                 }
                 let _ = stop_tx.send(Stop::EndOfInput);
