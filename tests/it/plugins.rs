@@ -687,3 +687,31 @@ fn every_gateway_dispatch_callback_runs_and_the_first_decision_wins() {
         "ack: hi"
     );
 }
+
+#[test]
+fn the_test_host_fires_gateway_callbacks_and_captures_what_a_plugin_prints() {
+    use hermes_host::testing::TestHost;
+    let host = TestHost::load(hermes_tests::support::built().lib("noisy"), "noisy").unwrap();
+    // What register printed, then what each firing printed, in order.
+    assert_eq!(host.stdout(), "noisy: register\n");
+    host.fire(
+        "pre_tool_call",
+        &serde_json::json!({"tool_name": "terminal"}),
+    );
+    assert_eq!(host.gateway_events(), ["agent:*"]);
+    host.gateway_event("agent:start", &serde_json::json!({"platform": "cli"}))
+        .unwrap();
+    host.gateway_event("session:start", &serde_json::json!({}))
+        .unwrap();
+    assert_eq!(
+        host.stdout(),
+        "noisy: register\nnoisy: pre_tool_call\nnoisy: gateway agent:start\n"
+    );
+    // A plugin without gateway callbacks: an event reaches nothing, and that is no error.
+    let ack = TestHost::load(hermes_tests::support::built().lib("gateway-ack"), "ack").unwrap();
+    assert!(ack.gateway_events().is_empty());
+    assert_eq!(
+        ack.gateway_event("agent:start", &serde_json::json!({})),
+        Ok(())
+    );
+}

@@ -28,6 +28,7 @@ pub const PACKAGES: &[&str] = &[
     "compat-v1_1",
     "noop",
     "gateway-ack",
+    "noisy",
 ];
 
 /// What the nested builds produced.

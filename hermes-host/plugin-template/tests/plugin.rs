@@ -1,4 +1,11 @@
 //! Loads the built plugin into a real host, as `hermes` does, and fires its hooks.
+//!
+//! `TestHost` (from `hermes_host::testing`) installs the library into a temporary
+//! `$HERMES_HOME` and loads it with the real loader. Besides one typed method per hook
+//! (`host.pre_tool_call(..)`) and `host.fire(hook, json)`, it gives what a test asserts on:
+//! `host.logs()` (the plugin's `tracing` records and the host's warnings), `host.stdout()`
+//! (what the plugin printed), `host.firings()` and `host.raised()` (each callback's answer or
+//! error), and `host.gateway_event("agent:start", json)` for native gateway callbacks.
 
 {% if hook_pre_tool_call or hook_pre_llm_call or hook_transform_tool_result or hook_on_session_end or hook_pre_gateway_dispatch -%}
 use hermes_hooks_abi::hooks::payload::*;
