@@ -287,3 +287,50 @@ fn every_shell_hook_event_in_the_docs_exists_and_every_event_is_there() {
     let events: BTreeSet<&str> = schema::events().into_iter().collect();
     assert_eq!(rows, events);
 }
+
+/// The ```yaml blocks of a doc, in order.
+fn yaml_blocks(doc: &str) -> Vec<String> {
+    doc.split("```yaml\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_session_script_docs_examples_are_valid_scripts() {
+    let doc = std::fs::read_to_string(workspace().join("docs/session-scripts.md")).unwrap();
+    let blocks = yaml_blocks(&doc);
+    assert_eq!(blocks.len(), 2, "{doc}");
+    let script = hermes_host::agent::Script::parse(&blocks[0]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(script.session_id.as_deref(), Some("s-fixed-1"));
+    assert_eq!(script.turns[0].steps.len(), 3);
+    let gateway =
+        hermes_host::agent::GatewayScript::parse(&blocks[1]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(gateway.replies.len(), 2);
+    // Every key the tables name is one the parsers accept: each appears in an example.
+    for key in [
+        "model",
+        "platform",
+        "session_id",
+        "turns",
+        "user",
+        "steps",
+        "tool",
+        "args",
+        "tools",
+        "final",
+        "echo",
+    ] {
+        assert!(
+            blocks[0].contains(&format!("{key}:")),
+            "the example lacks `{key}`"
+        );
+    }
+    for key in ["model", "replies", "match", "steps"] {
+        assert!(
+            blocks[1].contains(&format!("{key}:")),
+            "the example lacks `{key}`"
+        );
+    }
+}

@@ -7,7 +7,7 @@
 //! generated crate and the two in-repo crates it depends on by path are compiled.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
 
 use hermes_tests::support::{TestHome, built, cargo_generate, run_ok, workspace};
@@ -31,27 +31,55 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Renders the template with cargo-generate as `name` into `dest`, with exactly `defines`
-/// (none: the user's plain command).
+/// (none: the user's plain command), run from the checkout.
 fn cargo_generate_into(dest: &Path, name: &str, defines: &[String]) -> PathBuf {
-    std::fs::create_dir_all(dest).expect("create the destination");
+    let run = cargo_generate_in(&workspace(), Some(dest), name, defines);
+    assert!(run.status.success(), "{}", describe(&run));
+    dest.join(name)
+}
+
+/// `cargo generate --path plugin-template --name name [--destination dest]` run in `dir`.
+fn cargo_generate_in(dir: &Path, dest: Option<&Path>, name: &str, defines: &[String]) -> Output {
     let mut cmd = cargo_generate();
-    cmd.current_dir(workspace())
-        .args([
-            "--path",
-            "plugin-template",
-            "--name",
-            name,
-            "--silent",
-            "--vcs",
-            "none",
-        ])
-        .arg("--destination")
-        .arg(dest);
+    cmd.current_dir(dir).args([
+        "--path",
+        "plugin-template",
+        "--name",
+        name,
+        "--silent",
+        "--vcs",
+        "none",
+    ]);
+    if let Some(dest) = dest {
+        std::fs::create_dir_all(dest).expect("create the destination");
+        cmd.arg("--destination").arg(dest);
+    }
     for define in defines {
         cmd.arg("--define").arg(define);
     }
-    run_ok(&mut cmd);
-    dest.join(name)
+    cmd.output().expect("cargo generate runs")
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "--- {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A copy of the template as it is outside a built checkout: no recorded checkout path.
+fn template_copy(into: &Path) {
+    let from = workspace().join("hermes-host/plugin-template");
+    for (rel, bytes) in tree(&from) {
+        if rel == "checkout-dir.rhai" {
+            continue;
+        }
+        let dest = into.join("plugin-template").join(&rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, bytes).unwrap();
+    }
 }
 
 /// `hermes plugins new name --path dest extra...`, which must succeed.
@@ -157,9 +185,10 @@ fn requirement_of(crate_dir: &str) -> String {
 
 #[test]
 fn cargo_generate_without_defines_builds_against_the_checkout_and_matches_plugins_new() {
-    let dest = scratch("default");
-    // The user's command, from the checkout, with no --define at all.
-    let generated = cargo_generate_into(&dest.join("cg"), "my-plugin", &[]);
+    // The user's command, from the checkout, into a directory outside it, with no --define.
+    let out = tempfile::tempdir().unwrap();
+    assert!(!out.path().starts_with(workspace()));
+    let generated = cargo_generate_into(&out.path().join("cg"), "my-plugin", &[]);
     let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
     let root = workspace();
     let abi = format!(
@@ -174,7 +203,12 @@ fn cargo_generate_without_defines_builds_against_the_checkout_and_matches_plugin
     assert!(cargo_toml.contains(&host), "{cargo_toml}");
     assert!(cargo_toml.contains(r#"crate-type = ["cdylib", "rlib"]"#));
     assert!(cargo_toml.contains("\n[workspace]\n"));
-    for machinery in ["cargo-generate.toml", "pre.rhai", "checkout.rhai"] {
+    for machinery in [
+        "cargo-generate.toml",
+        "pre.rhai",
+        "checkout.rhai",
+        "checkout-dir.rhai",
+    ] {
         assert!(
             !generated.join(machinery).exists(),
             "{machinery} was copied into the crate"
@@ -182,34 +216,76 @@ fn cargo_generate_without_defines_builds_against_the_checkout_and_matches_plugin
     }
 
     // The binary's own copy renders the same bytes: one source of truth.
-    let made = plugins_new(&dest.join("hm"), "my-plugin", &[]);
+    let made = plugins_new(&out.path().join("hm"), "my-plugin", &[]);
     assert_same_tree(&generated, &made);
 
     // And so for every hook at once, with the gateway callback.
     let hooks = all_hooks();
     let generated = cargo_generate_into(
-        &dest.join("cg"),
+        &out.path().join("cg"),
         "every-hook",
         &[format!("hooks={hooks}"), "gateway=true".into()],
     );
     let made = plugins_new(
-        &dest.join("hm"),
+        &out.path().join("hm"),
         "every-hook",
         &["--hooks", &hooks, "--gateway"],
     );
     assert_same_tree(&generated, &made);
     // ... and with none.
-    let generated = cargo_generate_into(&dest.join("cg"), "no-hook", &["hooks=".into()]);
-    let made = plugins_new(&dest.join("hm"), "no-hook", &["--hooks", ""]);
+    let generated = cargo_generate_into(&out.path().join("cg"), "no-hook", &["hooks=".into()]);
+    let made = plugins_new(&out.path().join("hm"), "no-hook", &["--hooks", ""]);
     assert_same_tree(&generated, &made);
 }
 
 #[test]
+fn an_unbuilt_checkout_is_found_above_the_destination_and_its_root_is_refused() {
+    // A checkout as a fresh clone has it: the template, the interface crate, a workspace
+    // root, and no recorded path (nothing was built).
+    let clone = tempfile::tempdir().unwrap();
+    template_copy(clone.path());
+    std::fs::create_dir_all(clone.path().join("hermes-hooks-abi")).unwrap();
+    std::fs::write(
+        clone.path().join("hermes-hooks-abi/Cargo.toml"),
+        "[package]\n",
+    )
+    .unwrap();
+    let root_toml = "[workspace]\nresolver = \"3\"\n# a comment cargo-generate would drop\nmembers = [\"hermes-hooks-abi\"]\n";
+    std::fs::write(clone.path().join("Cargo.toml"), root_toml).unwrap();
+
+    // A destination below the checkout finds it.
+    let generated = cargo_generate_in(clone.path(), Some(&clone.path().join("mine")), "below", &[]);
+    assert!(generated.status.success(), "{}", describe(&generated));
+    let cargo_toml = std::fs::read_to_string(clone.path().join("mine/below/Cargo.toml")).unwrap();
+    let abi = format!("path = \"{}/hermes-hooks-abi\"", clone.path().display());
+    assert!(cargo_toml.contains(&abi), "{cargo_toml}");
+
+    // The checkout's root itself is refused before cargo-generate can rewrite its
+    // Cargo.toml, with what to do instead.
+    let refused = cargo_generate_in(clone.path(), None, "at-root", &[]);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let expected = format!(
+        "the new crate would be made in {}, and cargo-generate would add it to that workspace and rewrite its Cargo.toml; remove the empty at-root/ it made there and render it elsewhere with --destination DIR (for example --destination ..), or run: hermes plugins new at-root --path DIR",
+        clone.path().display()
+    );
+    assert!(stderr.contains(&expected), "{}", describe(&refused));
+    assert_eq!(
+        std::fs::read_to_string(clone.path().join("Cargo.toml")).unwrap(),
+        root_toml
+    );
+    assert!(!clone.path().join("at-root/Cargo.toml").exists());
+}
+
+#[test]
 fn outside_a_checkout_the_template_asks_for_the_workspace_releases() {
+    // The template as a crates.io download of hermes-host has it: no checkout anywhere.
+    let download = tempfile::tempdir().unwrap();
+    template_copy(download.path());
     let out = tempfile::tempdir().unwrap();
-    assert!(!out.path().starts_with(workspace()));
-    let generated = cargo_generate_into(out.path(), "far-plugin", &[]);
-    let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    let run = cargo_generate_in(download.path(), Some(out.path()), "far-plugin", &[]);
+    assert!(run.status.success(), "{}", describe(&run));
+    let cargo_toml = std::fs::read_to_string(out.path().join("far-plugin/Cargo.toml")).unwrap();
     let abi = format!(
         "\nhermes-hooks-abi = \"{}\"\n",
         requirement_of("hermes-hooks-abi")
@@ -218,14 +294,11 @@ fn outside_a_checkout_the_template_asks_for_the_workspace_releases() {
     let host = format!("\nhermes-host = \"{}\"\n", requirement_of("hermes-host"));
     assert!(cargo_toml.contains(&host), "{cargo_toml}");
     // `--define abi_path=` still overrides, and the host crate is taken from beside it.
-    let elsewhere = tempfile::tempdir().unwrap();
     let abi_path = workspace().join("hermes-hooks-abi");
-    let generated = cargo_generate_into(
-        elsewhere.path(),
-        "pinned",
-        &[format!("abi_path={}", abi_path.display())],
-    );
-    let cargo_toml = std::fs::read_to_string(generated.join("Cargo.toml")).unwrap();
+    let define = [format!("abi_path={}", abi_path.display())];
+    let run = cargo_generate_in(download.path(), Some(out.path()), "pinned", &define);
+    assert!(run.status.success(), "{}", describe(&run));
+    let cargo_toml = std::fs::read_to_string(out.path().join("pinned/Cargo.toml")).unwrap();
     assert!(
         cargo_toml.contains(&format!("path = \"{}\"", abi_path.display())),
         "{cargo_toml}"

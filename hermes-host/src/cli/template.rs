@@ -288,7 +288,13 @@ mod tests {
             }
         }
         on_disk.retain(|p| {
-            !["cargo-generate.toml", "checkout.rhai", "pre.rhai"].contains(&p.as_str())
+            ![
+                "cargo-generate.toml",
+                "checkout.rhai",
+                "checkout-dir.rhai",
+                "pre.rhai",
+            ]
+            .contains(&p.as_str())
         });
         on_disk.sort();
         let mut embedded: Vec<String> = FILES.iter().map(|(p, _)| p.to_string()).collect();
