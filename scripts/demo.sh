@@ -56,3 +56,12 @@ cat "$HERMES_HOME"/plugins/audit-log/audit.jsonl
 
 step "The session summary the metrics plugin wrote"
 cat "$HERMES_HOME"/plugins/metrics/metrics.jsonl
+
+step "A plugin of your own: hermes plugins new, then the three commands its README gives"
+rm -rf "$root/target/demo-plugin"
+"$hermes" plugins new my-guard --path "$root/target/demo-plugin"
+# Its own workspace; the shared target directory only saves building the same crates twice.
+export CARGO_TARGET_DIR="$root/target"
+(cd "$root/target/demo-plugin/my-guard" && cargo build --release)
+"$hermes" plugins install "$root/target/demo-plugin/my-guard"
+"$hermes" plugins fire pre_tool_call --payload '{"tool_name": "terminal", "args": {"command": "rm -rf /"}}'
