@@ -21,33 +21,52 @@
 //!
 //! The library never prints, exits or reads argv: the `hermes` binary does that.
 //!
+//! [`Hooks`] is the facade over all of it: [`Hooks::load`] loads plugins, shell hooks and
+//! (when asked) gateway hooks in the documented order and reports every problem found, and
+//! the loaded [`Hooks`] fires them. The `hermes` binary loads through it too.
+//!
 //! # Example
 //!
-//! ```no_run
-//! use hermes_host::{home::Home, plugins::{load_all, DiscoverOptions}, registry::Registry};
+//! A home with one shell hook that blocks every terminal command, loaded and fired:
+//!
+//! ```
+//! use std::os::unix::fs::PermissionsExt;
+//! use hermes_host::{ConsentPolicy, Hooks, LoadOptions, home::Home};
 //! use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
 //!
-//! let home = Home::from_env();
-//! let (config, _problem) = home.load_config();
-//! let mut registry = Registry::new();
-//! load_all(&home, &config, &DiscoverOptions::default(), &mut registry);
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let guard = dir.path().join("guard.sh");
+//! std::fs::write(&guard, "#!/bin/sh\necho '{\"decision\": \"block\", \"reason\": \"not here\"}'\n")?;
+//! std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755))?;
+//! let config = format!("hooks:\n  pre_tool_call:\n    - command: {}\n", guard.display());
+//! std::fs::write(dir.path().join("config.yaml"), config)?;
 //!
-//! let verdict = registry.pre_tool_call(&PreToolCallEvent {
+//! // A service would keep the default, ConsentPolicy::AllowlistedOnly.
+//! let options = LoadOptions { consent: ConsentPolicy::AcceptAndRecord, ..Default::default() };
+//! let hooks = Hooks::load(&Home::at(dir.path()), &options)?;
+//! assert!(hooks.report().problems.is_empty(), "{:?}", hooks.report().problems);
+//!
+//! let verdict = hooks.pre_tool_call(&PreToolCallEvent {
 //!     tool_name: "terminal",
 //!     args: r#"{"command": "rm -rf /"}"#,
 //!     session_id: "s-1",
 //!     ..Default::default()
 //! });
-//! if let Some(blocked) = verdict.blocked {
-//!     println!("blocked by {}: {}", blocked.by, blocked.message);
-//! }
+//! let blocked = verdict.blocked.expect("the shell hook blocks");
+//! assert_eq!(blocked.message, "not here");
+//! # Ok(())
+//! # }
 //! ```
 
 #![deny(missing_docs)]
 
+pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
+
 pub mod agent;
 pub mod gateway;
 pub mod home;
+pub mod hooks;
 pub mod logging;
 pub mod payload;
 pub mod plugins;

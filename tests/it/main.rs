@@ -4,6 +4,8 @@
 // In tests a panic is the failure report, so unwrapping is the assertion.
 #![allow(clippy::unwrap_used)]
 
+// The Hooks facade: all three systems from one home, in order, problems with their files.
+mod facade;
 // Plugin discovery, loading, registry order and the aggregation rules with real plugins.
 mod plugins;
 // The example plugins doing their jobs.

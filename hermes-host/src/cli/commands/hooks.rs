@@ -722,8 +722,9 @@ fn fire(
         return Ok(ExitStatus::Failure);
     }
     let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
-    let loaded = load_hooks(settings, Some(sink.clone()));
-    let (registry, report) = (loaded.registry, loaded.shell);
+    let hooks = load_hooks(settings, Some(sink.clone()), None)?;
+    let (registry, _, _, report) = hooks.into_parts();
+    let report = report.shell;
     let owned = OwnedPayload::from_json(event, &payload);
     let outcome = registry.fire(event, &owned.fields());
     let records = sink.lock().map(|r| r.clone()).unwrap_or_default();

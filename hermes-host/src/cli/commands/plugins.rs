@@ -10,8 +10,8 @@ use anyhow::{Context, bail};
 use hermes_hooks_abi::core::{HostCalls, HostCalls_TO};
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
-use hermes_host::plugins::{HOST_ABI_VERSION, LoadReport, Manifest, PluginReport, load_all};
-use hermes_host::registry::{FiringRecord, Registry};
+use hermes_host::plugins::{HOST_ABI_VERSION, Manifest, PluginReport};
+use hermes_host::registry::FiringRecord;
 use serde_json::json;
 
 use hermes_host::agent::trace::describe;
@@ -19,6 +19,7 @@ use hermes_host::agent::trace::describe;
 use crate::cli::ExitStatus;
 use crate::cli::args::PluginsCommand;
 use crate::cli::inputs::payload_text;
+use crate::cli::load::load_plugins;
 use crate::cli::settings::Settings;
 use crate::cli::template;
 
@@ -65,18 +66,9 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
     }
 }
 
-fn load(settings: &Settings, registry: &mut Registry) -> (Config, LoadReport) {
-    let (config, problem) = settings.home.load_config();
-    if let Some(problem) = problem {
-        tracing::warn!("{problem}");
-    }
-    let report = load_all(&settings.home, &config, &settings.discover, registry);
-    (config, report)
-}
-
 fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let mut registry = Registry::new();
-    let (_, report) = load(settings, &mut registry);
+    let hooks = load_plugins(settings, None)?;
+    let report = hooks.report();
     if as_json {
         let plugins: Vec<_> = report.plugins.iter().map(plugin_json).collect();
         let out = json!({
@@ -489,10 +481,8 @@ fn fire(
             hermes_hooks_abi::hooks::names_sorted().join(", ")
         );
     }
-    let mut registry = Registry::new();
     let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
-    registry.set_trace(sink.clone());
-    load(settings, &mut registry);
+    let registry = load_plugins(settings, Some(sink.clone()))?;
     let owned = OwnedPayload::from_json(hook, &payload);
     // The capabilities the gateway offers pre_gateway_dispatch, checked as it checks them
     // but recorded instead of carried out: there is no gateway here to deliver to.

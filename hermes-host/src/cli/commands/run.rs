@@ -39,7 +39,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
     let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
-    let loaded = load_hooks(settings, Some(tracer.clone()));
+    let hooks = load_hooks(settings, Some(tracer.clone()), None)?;
     let cwd = match args.cwd {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -47,7 +47,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let interrupt = Arc::new(AtomicBool::new(false));
     interrupt_on_sigint(interrupt.clone());
     let agent = Agent {
-        registry: Arc::new(loaded.registry),
+        registry: Arc::new(hooks.into_parts().0),
         gateway: None,
         tracer,
         approver: Arc::new(Approver::new(

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript};
-use hermes_host::gateway::{GatewayHooks, GatewayLog, GatewayOptions};
+use hermes_host::gateway::GatewayLog;
 use hermes_host::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
 
 use super::stdout_log;
@@ -152,26 +152,18 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     };
 
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
-    let loaded = load_hooks(settings, Some(tracer.clone()));
-    let allowed_users = match AllowedUsers::from_config(&loaded.config) {
+    let hooks = load_hooks(settings, Some(tracer.clone()), Some(log.clone()))?;
+    let (registry, gateway_hooks, config, _) = hooks.into_parts();
+    let allowed_users = match AllowedUsers::from_config(&config) {
         Ok(allowed) => allowed,
         Err((fallback, message)) => {
             log.line(&format!("hermes: {message}"));
             fallback
         }
     };
-    let mut loaded = loaded;
-    let plugin_handlers = std::mem::take(&mut loaded.plugins.gateway_handlers);
-    let hooks = GatewayHooks::discover_with_plugins(
-        &settings.home,
-        log.clone(),
-        &GatewayOptions::default(),
-        plugin_handlers,
-    );
-
     let agent = Agent {
-        registry: Arc::new(loaded.registry),
-        gateway: Some(Arc::new(hooks)),
+        registry: Arc::new(registry),
+        gateway: gateway_hooks.map(Arc::new),
         tracer,
         approver: Arc::new(Approver::new(mode, Duration::from_secs(60))),
         interrupt: Arc::new(AtomicBool::new(false)),
