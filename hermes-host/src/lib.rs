@@ -75,4 +75,5 @@ pub mod registry;
 pub mod schema;
 pub mod server;
 pub mod shell;
+#[cfg(feature = "testing")]
 pub mod testing;

@@ -1,4 +1,6 @@
-//! The host end of the plugin logging bridge, and the host's own log set-up.
+//! The host end of the plugin logging bridge: a plugin's `tracing` records, re-emitted
+//! into whatever subscriber the host installed (the `hermes` binary installs its own in
+//! `cli`; an embedder keeps theirs).
 
 use std::sync::Arc;
 
@@ -43,26 +45,4 @@ impl HostLogger for PluginLogger {
             _ => tracing::trace!(target: "plugin", plugin, module, "{message}"),
         }
     }
-}
-
-/// Installs the host's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `warn`, written
-/// to stderr. Returns false when a subscriber was already installed.
-///
-/// ```
-/// hermes_host::logging::init();
-/// ```
-pub fn init() -> bool {
-    use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("HERMES_LOG")
-        .ok()
-        .or_else(|| std::env::var("RUST_LOG").ok())
-        .and_then(|spec| EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init()
-        .is_ok()
 }

@@ -4,6 +4,8 @@
 // In tests a panic is the failure report, so unwrapping is the assertion.
 #![allow(clippy::unwrap_used)]
 
+// examples/embed, the smallest agent host, and the library without the CLI's crates.
+mod embed;
 // The Hooks facade: all three systems from one home, in order, problems with their files.
 mod facade;
 // Plugin discovery, loading, registry order and the aggregation rules with real plugins.

@@ -29,6 +29,8 @@ pub const PACKAGES: &[&str] = &[
     "noop",
     "gateway-ack",
     "noisy",
+    // Not a plugin: the embedding example, a binary.
+    "embed",
 ];
 
 /// What the nested builds produced.
@@ -49,6 +51,11 @@ impl Built {
     /// The `hermes` binary.
     pub fn hermes(&self) -> PathBuf {
         self.target.join("debug").join("hermes")
+    }
+
+    /// A binary of the workspace built beside `hermes` (the embedding example).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.target.join("debug").join(name)
     }
 
     /// The target directory the plugins were built in (for `hermes plugins install`).

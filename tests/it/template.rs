@@ -197,7 +197,7 @@ fn cargo_generate_without_defines_builds_against_the_checkout_and_matches_plugin
     );
     assert!(cargo_toml.contains(&abi), "{cargo_toml}");
     let host = format!(
-        r#"hermes-host = {{ path = "{}/hermes-host" }}"#,
+        r#"hermes-host = {{ path = "{}/hermes-host", default-features = false, features = ["testing"] }}"#,
         root.display()
     );
     assert!(cargo_toml.contains(&host), "{cargo_toml}");
@@ -291,7 +291,10 @@ fn outside_a_checkout_the_template_asks_for_the_workspace_releases() {
         requirement_of("hermes-hooks-abi")
     );
     assert!(cargo_toml.contains(&abi), "{cargo_toml}");
-    let host = format!("\nhermes-host = \"{}\"\n", requirement_of("hermes-host"));
+    let host = format!(
+        "\nhermes-host = {{ version = \"{}\", default-features = false, features = [\"testing\"] }}\n",
+        requirement_of("hermes-host")
+    );
     assert!(cargo_toml.contains(&host), "{cargo_toml}");
     // `--define abi_path=` still overrides, and the host crate is taken from beside it.
     let abi_path = workspace().join("hermes-hooks-abi");

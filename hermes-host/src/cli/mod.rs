@@ -52,7 +52,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             };
         }
     };
-    hermes_host::logging::init();
+    init_logging();
     let settings = Settings::resolve(&cli.global);
     match commands::run(cli.command, &settings) {
         Ok(status) => status.into(),
@@ -61,4 +61,21 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             ExitStatus::Error.into()
         }
     }
+}
+
+/// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `warn`, written
+/// to stderr.
+fn init_logging() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("HERMES_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .and_then(|spec| EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }

@@ -357,7 +357,9 @@ mod tests {
         );
         let host = requirement(env!("CARGO_PKG_VERSION"));
         assert!(
-            cargo.contains(&format!("\nhermes-host = \"{host}\"\n")),
+            cargo.contains(&format!(
+                "\nhermes-host = {{ version = \"{host}\", default-features = false, features = [\"testing\"] }}\n"
+            )),
             "{cargo}"
         );
     }
