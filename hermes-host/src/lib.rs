@@ -10,11 +10,8 @@
 //! - [`shell`] turns the `hooks:` block of `config.yaml` into shell hooks in the same
 //!   registry (validation, consent and allowlist, one subprocess per firing);
 //! - [`logging`] bridges plugins' `tracing` records into the host's log;
-//! - [`agent`] is the reference agent loop that fires every hook at its documented point;
 //! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
 //!   or `handler.py` handler) and delivers events to them without blocking the caller;
-//! - [`server`] is the local message gateway: the agent behind TCP and stdin adapters, with
-//!   sessions per chat, `pre_gateway_dispatch`, gateway events and session transcripts;
 //! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
 //! - [`testing`] loads a built plugin into a host with a temporary home, for the plugin's
 //!   own tests.
@@ -63,17 +60,16 @@
 
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
 
-pub mod agent;
 pub mod gateway;
 pub mod home;
 pub mod hooks;
 pub mod logging;
 pub mod payload;
 pub mod plugins;
+pub mod process;
 pub mod pyfmt;
 pub mod registry;
 pub mod schema;
-pub mod server;
 pub mod shell;
 #[cfg(feature = "testing")]
 pub mod testing;

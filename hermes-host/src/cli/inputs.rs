@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::app::agent::{TraceFormat, Tracer};
 use anyhow::Context;
-use hermes_host::agent::{TraceFormat, Tracer};
 
 /// The payload text of `--payload JSON` or `--payload-file FILE` (`{}` when neither).
 pub fn payload_text(inline: Option<String>, file: Option<PathBuf>) -> anyhow::Result<String> {

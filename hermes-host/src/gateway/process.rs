@@ -56,7 +56,7 @@ pub(crate) fn stderr_stdio() -> Stdio {
 /// Kills the process group led by `pid` (the handler and everything it started); one
 /// owner for group kills, `shell::spawn`.
 pub(crate) fn kill_group(pid: u32) {
-    let _ = crate::shell::spawn::kill_group(pid);
+    let _ = crate::process::kill_group(pid);
 }
 
 /// `exited with status 3` / `was killed by signal 9`.

@@ -78,6 +78,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::process::kill_group;
 use crate::pyfmt::repr_str;
 
 /// How many bytes of stdout, and separately of stderr, a run keeps (1 MiB). The rest is read
@@ -275,27 +276,6 @@ fn spawn_error(e: &io::Error, argv0: &str) -> String {
             }
             None => e.to_string(),
         },
-    }
-}
-
-/// Kills the process group `pid` leads (a child spawned with `process_group(0)` and
-/// everything it started). A group that is already gone is not an error.
-pub(crate) fn kill_group(pid: u32) -> io::Result<()> {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "process id out of range",
-        ));
-    };
-    // SAFETY: killpg only sends a signal; an invalid or vanished group yields ESRCH.
-    if unsafe { libc::killpg(pgid, libc::SIGKILL) } == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) {
-        Ok(())
-    } else {
-        Err(err)
     }
 }
 

@@ -18,7 +18,7 @@ use hermes_host::shell::spawn::RunResult;
 use hermes_host::shell::{self, Evaluation, ShellHookSpec, config, script};
 use serde_json::{Map, Value, json};
 
-use hermes_host::agent::trace::describe;
+use crate::app::agent::trace::describe;
 
 use crate::cli::ExitStatus;
 use crate::cli::args::HooksCommand;

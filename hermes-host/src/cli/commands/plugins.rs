@@ -14,7 +14,7 @@ use hermes_host::plugins::{HOST_ABI_VERSION, Manifest, PluginReport};
 use hermes_host::registry::FiringRecord;
 use serde_json::json;
 
-use hermes_host::agent::trace::describe;
+use crate::app::agent::trace::describe;
 
 use crate::cli::ExitStatus;
 use crate::cli::args::PluginsCommand;

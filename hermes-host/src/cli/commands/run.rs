@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::app::agent::{Agent, ApprovalMode, Approver, Script, Stdout};
 use anyhow::Context;
-use hermes_host::agent::{Agent, ApprovalMode, Approver, Script, Stdout};
 
 use crate::cli::ExitStatus;
 use crate::cli::args::RunArgs;

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
+use crate::app::agent::{Agent, ApprovalMode, Approver, GatewayScript};
+use crate::app::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
 use anyhow::{Context, bail};
-use hermes_host::agent::{Agent, ApprovalMode, Approver, GatewayScript};
 use hermes_host::gateway::GatewayLog;
-use hermes_host::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
 
 use super::stdout_log;
 use crate::cli::ExitStatus;
@@ -167,7 +167,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         tracer,
         approver: Arc::new(Approver::new(mode, Duration::from_secs(60))),
         interrupt: Arc::new(AtomicBool::new(false)),
-        transcript: Arc::new(hermes_host::server::QuietTranscript),
+        transcript: Arc::new(crate::app::server::QuietTranscript),
         surface: "gateway",
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
     };

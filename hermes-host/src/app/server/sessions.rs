@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::adapter::Connection;
 use super::wire::Inbound;
 use super::{Core, handle};
-use crate::agent::Session;
+use crate::app::agent::Session;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -145,11 +145,6 @@ impl Chats {
             Some(id) => ids.insert(key.to_string(), id.to_string()),
             None => ids.remove(key),
         };
-    }
-
-    /// How many chats are known.
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.map).len()
     }
 
     /// Sessions ended at shutdown so far.

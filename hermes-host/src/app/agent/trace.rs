@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::registry::{DispatchVerdict, FiringRecord, Outcome, TraceSink};
+use hermes_host::registry::{DispatchVerdict, FiringRecord, Outcome, TraceSink};
 
 /// How the trace is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,11 +57,10 @@ pub struct TraceRecord {
     pub callbacks: Option<usize>,
 }
 
-/// Writes trace records as they happen, and keeps them for whoever asks.
+/// Writes trace records as they happen (and keeps none: a gateway runs for weeks).
 pub struct Tracer {
     format: TraceFormat,
     out: Mutex<Box<dyn Write + Send>>,
-    kept: Mutex<Vec<TraceRecord>>,
 }
 
 impl Tracer {
@@ -70,13 +69,7 @@ impl Tracer {
         Tracer {
             format,
             out: Mutex::new(out),
-            kept: Mutex::new(Vec::new()),
         }
-    }
-
-    /// Every record so far.
-    pub fn records(&self) -> Vec<TraceRecord> {
-        self.kept.lock().map(|k| k.clone()).unwrap_or_default()
     }
 
     /// Records that `hook` fired at `callbacks` callbacks and what the combined outcome was.
@@ -121,9 +114,6 @@ impl Tracer {
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
             }
-        }
-        if let Ok(mut kept) = self.kept.lock() {
-            kept.push(record);
         }
     }
 }
@@ -172,11 +162,6 @@ fn one_line(text: &str) -> String {
 }
 
 /// A combined outcome in words.
-///
-/// ```
-/// use hermes_host::registry::Outcome;
-/// assert_eq!(hermes_host::agent::trace::describe(&Outcome::Observed), "observed (answers are ignored for this hook)");
-/// ```
 pub fn describe(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Observed => "observed (answers are ignored for this hook)".into(),
@@ -200,5 +185,18 @@ pub fn describe(outcome: &Outcome) -> String {
             format!("rewritten by {by}: {text}")
         }
         Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
+    }
+}
+
+/// What were these items' doc examples: the binary's docs are not doctested.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn describe_works_as_documented() {
+        use hermes_host::registry::Outcome;
+        assert_eq!(
+            crate::app::agent::trace::describe(&Outcome::Observed),
+            "observed (answers are ignored for this hook)"
+        );
     }
 }

@@ -10,7 +10,7 @@
 //!    gets a short refusal;
 //! 3. a slash command (`/new`, `/reset`, ...) runs as a command (see `commands`);
 //! 4. anything else is a turn: `session:start` on the session's first turn, the user's
-//!    message to the transcript, [`Agent::run_turn`](crate::agent::Agent::run_turn) (plugin
+//!    message to the transcript, [`Agent::run_turn`](crate::app::agent::Agent::run_turn) (plugin
 //!    and shell hooks, `agent:start|step|end`), the new history entries to the transcript,
 //!    and the answer to the chat.
 //!
@@ -27,7 +27,7 @@ use super::capabilities::Capabilities;
 use super::commands;
 use super::sessions::{Chat, Job, Live};
 use super::wire::{Inbound, Outbound, OutboundKind};
-use crate::registry::{DispatchVerdict, Outcome};
+use hermes_host::registry::{DispatchVerdict, Outcome};
 
 /// Runs one job of `chat`. `live` is the chat's session (taken out of the chat while the
 /// job runs); `idle_for` is how long the chat had been idle when the job was taken.

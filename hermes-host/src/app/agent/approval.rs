@@ -42,13 +42,6 @@ const PATTERNS: &[(&str, &str, &str)] = &[
 ];
 
 /// The dangerous patterns `command` matches: `(keys, description of the first)`.
-///
-/// ```
-/// let (keys, why) = hermes_host::agent::approval::dangerous("sudo rm -rf /tmp/x").unwrap();
-/// assert_eq!(keys, ["recursive_delete", "sudo"]);
-/// assert_eq!(why, "recursive delete");
-/// assert!(hermes_host::agent::approval::dangerous("ls -la").is_none());
-/// ```
 pub fn dangerous(command: &str) -> Option<(Vec<&'static str>, &'static str)> {
     static COMPILED: std::sync::OnceLock<Vec<Pattern>> = std::sync::OnceLock::new();
     let patterns = COMPILED.get_or_init(|| {
@@ -125,15 +118,6 @@ impl Approver {
     }
 
     /// Whether every pattern key was approved earlier, for good or for `session_key`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use hermes_host::agent::{ApprovalMode, Approver};
-    /// let approver = Approver::new(ApprovalMode::Session, Duration::from_secs(1));
-    /// approver.decide("local:a", "rm -rf x", "recursive delete", &["recursive_delete"]);
-    /// assert!(approver.remembered("local:a", &["recursive_delete"]));
-    /// assert!(!approver.remembered("local:b", &["recursive_delete"]));
-    /// ```
     pub fn remembered(&self, session_key: &str, keys: &[&str]) -> bool {
         let always = self.always.lock().unwrap_or_else(|e| e.into_inner());
         let per_session = self.per_session.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,5 +193,32 @@ fn prompt(command: &str, description: &str, timeout: Duration) -> &'static str {
             let _ = writeln!(out);
             "timeout"
         }
+    }
+}
+
+/// What were these items' doc examples: the binary's docs are not doctested.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn dangerous_works_as_documented() {
+        let (keys, why) = crate::app::agent::approval::dangerous("sudo rm -rf /tmp/x").unwrap();
+        assert_eq!(keys, ["recursive_delete", "sudo"]);
+        assert_eq!(why, "recursive delete");
+        assert!(crate::app::agent::approval::dangerous("ls -la").is_none());
+    }
+
+    #[test]
+    fn remembered_works_as_documented() {
+        use crate::app::agent::{ApprovalMode, Approver};
+        use std::time::Duration;
+        let approver = Approver::new(ApprovalMode::Session, Duration::from_secs(1));
+        approver.decide(
+            "local:a",
+            "rm -rf x",
+            "recursive delete",
+            &["recursive_delete"],
+        );
+        assert!(approver.remembered("local:a", &["recursive_delete"]));
+        assert!(!approver.remembered("local:b", &["recursive_delete"]));
     }
 }

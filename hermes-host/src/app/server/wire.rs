@@ -39,11 +39,6 @@ pub struct Inbound {
 
 impl Inbound {
     /// `<platform>:<chat_id>`, the key of the chat's session.
-    ///
-    /// ```
-    /// let m = hermes_host::server::Inbound::parse(r#"{"chat_id":"c1","user_id":"u","text":"hi"}"#, "local").unwrap();
-    /// assert_eq!(m.session_key(), "local:c1");
-    /// ```
     pub fn session_key(&self) -> String {
         session_key(&self.platform, &self.chat_id)
     }
@@ -53,13 +48,6 @@ impl Inbound {
     /// # Errors
     ///
     /// What is wrong with the line, in words a client can act on.
-    ///
-    /// ```
-    /// use hermes_host::server::Inbound;
-    /// let m = Inbound::parse(r#"{"chat_id": 7, "user_id": "u", "text": "hi", "internal": true}"#, "local").unwrap();
-    /// assert_eq!((m.chat_id.as_str(), m.platform.as_str(), m.internal), ("7", "local", true));
-    /// assert!(Inbound::parse(r#"{"chat_id": "c"}"#, "local").unwrap_err().contains("user_id"));
-    /// ```
     pub fn parse(line: &str, default_platform: &str) -> Result<Inbound, String> {
         let wire: InboundWire =
             serde_json::from_str(line).map_err(|e| format!("not a JSON message object: {e}"))?;
@@ -162,12 +150,6 @@ impl Outbound {
     }
 
     /// The JSON line, without its newline.
-    ///
-    /// ```
-    /// use hermes_host::server::{Outbound, OutboundKind};
-    /// let o = Outbound { platform: "local".into(), chat_id: "c".into(), kind: OutboundKind::Send, text: "hi".into(), session_id: None, reply_to: None };
-    /// assert_eq!(o.to_line(), r#"{"platform":"local","chat_id":"c","kind":"send","text":"hi"}"#);
-    /// ```
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -225,5 +207,55 @@ mod tests {
             serde_json::json!({"platform": "local", "chat_id": "c1", "kind": "reply", "text": "hi", "session_id": "s", "reply_to": "m1"})
         );
         assert_eq!(error_line("bad"), r#"{"kind":"error","error":"bad"}"#);
+    }
+}
+
+/// What were these items' doc examples: the binary's docs are not doctested.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn session_key_works_as_documented() {
+        let m = crate::app::server::Inbound::parse(
+            r#"{"chat_id":"c1","user_id":"u","text":"hi"}"#,
+            "local",
+        )
+        .unwrap();
+        assert_eq!(m.session_key(), "local:c1");
+    }
+
+    #[test]
+    fn parse_works_as_documented() {
+        use crate::app::server::Inbound;
+        let m = Inbound::parse(
+            r#"{"chat_id": 7, "user_id": "u", "text": "hi", "internal": true}"#,
+            "local",
+        )
+        .unwrap();
+        assert_eq!(
+            (m.chat_id.as_str(), m.platform.as_str(), m.internal),
+            ("7", "local", true)
+        );
+        assert!(
+            Inbound::parse(r#"{"chat_id": "c"}"#, "local")
+                .unwrap_err()
+                .contains("user_id")
+        );
+    }
+
+    #[test]
+    fn to_line_works_as_documented() {
+        use super::{Outbound, OutboundKind};
+        let o = Outbound {
+            platform: "local".into(),
+            chat_id: "c".into(),
+            kind: OutboundKind::Send,
+            text: "hi".into(),
+            session_id: None,
+            reply_to: None,
+        };
+        assert_eq!(
+            o.to_line(),
+            r#"{"platform":"local","chat_id":"c","kind":"send","text":"hi"}"#
+        );
     }
 }

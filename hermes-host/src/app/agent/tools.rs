@@ -85,13 +85,13 @@ pub fn run_terminal(
             stopped = Some("timed out");
         }
         if stopped.is_some() {
-            let _ = crate::shell::spawn::kill_group(pid);
+            let _ = hermes_host::process::kill_group(pid);
             break child.wait().ok();
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     // The direct child is gone; background children holding the pipe get the group kill.
-    let _ = crate::shell::spawn::kill_group(pid);
+    let _ = hermes_host::process::kill_group(pid);
     let output = reader.join().unwrap_or_default();
     let returncode = status.and_then(|s| s.code()).map_or(-1, i64::from);
     TerminalRun {
@@ -102,12 +102,6 @@ pub fn run_terminal(
 }
 
 /// Cuts `output` to [`TERMINAL_OUTPUT_LIMIT`] bytes (at a character boundary) with a note.
-///
-/// ```
-/// let long = "x".repeat(10_000);
-/// let cut = hermes_host::agent::tools::truncate(&long);
-/// assert!(cut.len() < 10_000 && cut.ends_with("[output truncated: 10000 bytes in all]"));
-/// ```
 pub fn truncate(output: &str) -> String {
     if output.len() <= TERMINAL_OUTPUT_LIMIT {
         return output.to_string();
@@ -159,13 +153,25 @@ fn resolve(cwd: &Path, path: &str) -> PathBuf {
 }
 
 /// A tool error result, `{"error": "<message>"}`, with the reference's spacing.
-///
-/// ```
-/// assert_eq!(hermes_host::agent::tools::error("no"), r#"{"error": "no"}"#);
-/// ```
 pub fn error(message: &str) -> String {
     format!(
         "{{\"error\": {}}}",
         serde_json::Value::String(message.to_string())
     )
+}
+
+/// What were these items' doc examples: the binary's docs are not doctested.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn truncate_works_as_documented() {
+        let long = "x".repeat(10_000);
+        let cut = crate::app::agent::tools::truncate(&long);
+        assert!(cut.len() < 10_000 && cut.ends_with("[output truncated: 10000 bytes in all]"));
+    }
+
+    #[test]
+    fn error_works_as_documented() {
+        assert_eq!(crate::app::agent::tools::error("no"), r#"{"error": "no"}"#);
+    }
 }

@@ -24,8 +24,8 @@
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
-//! use hermes_host::agent::{Agent, GatewayScript};
-//! use hermes_host::server::{Server, ServerOptions, Shutdown, TcpAdapter};
+//! use crate::app::agent::{Agent, GatewayScript};
+//! use crate::app::server::{Server, ServerOptions, Shutdown, TcpAdapter};
 //!
 //! /// Serves `agent` (built as `hermes run` builds it, with `gateway: Some(hooks)`) on a
 //! /// free loopback port until `stop` returns.
@@ -57,15 +57,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-pub use adapter::{Connection, MAX_LINE_BYTES, Router, TcpAdapter, serve_lines, serve_stdio};
+pub use adapter::{Connection, Router, TcpAdapter, serve_stdio};
 pub use auth::AllowedUsers;
-pub use commands::parse as parse_command;
 pub use sessions::Rejected;
-pub use transcript::{TranscriptError, TranscriptStore};
-pub use wire::{Inbound, Outbound, OutboundKind};
+pub use transcript::TranscriptStore;
+pub use wire::Inbound;
 
-use crate::agent::{Agent, GatewayScript, Session, Transcript};
-use crate::gateway::{GatewayLog, ShutdownReport};
+use crate::app::agent::{Agent, GatewayScript, Session, Transcript};
+use hermes_host::gateway::{GatewayLog, ShutdownReport};
 
 /// The platform name when none is given.
 pub const DEFAULT_PLATFORM: &str = "local";
@@ -77,7 +76,7 @@ pub struct QuietTranscript;
 
 impl Transcript for QuietTranscript {
     fn line(&self, session: &Session, text: &str) {
-        tracing::debug!(target: "hermes_host::server", session = %session.id, "{text}");
+        tracing::debug!(target: "crate::app::server", session = %session.id, "{text}");
     }
 }
 
@@ -222,16 +221,6 @@ impl Server {
         self.core.chats.is_closed()
     }
 
-    /// How many chats the gateway knows.
-    pub fn chats(&self) -> usize {
-        self.core.chats.len()
-    }
-
-    /// The current session id of chat `session_key` (`<platform>:<chat_id>`).
-    pub fn session_id(&self, session_key: &str) -> Option<String> {
-        self.core.chats.session_id(session_key)
-    }
-
     /// Stops the gateway: no new messages; queued ones are handled ([`Shutdown::Drain`]) or
     /// dropped and the running turns interrupted ([`Shutdown::Interrupt`]); every known
     /// session ends (`session:end`, `on_session_finalize`); the answers are written out;
@@ -268,9 +257,9 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::agent::{ApprovalMode, Approver, TraceFormat, Tracer};
-    use crate::gateway::MemoryLog;
-    use crate::registry::Registry;
+    use crate::app::agent::{ApprovalMode, Approver, TraceFormat, Tracer};
+    use hermes_host::gateway::MemoryLog;
+    use hermes_host::registry::Registry;
 
     /// A writer whose bytes the test reads afterwards.
     #[derive(Clone, Default)]

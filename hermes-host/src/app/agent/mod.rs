@@ -40,11 +40,11 @@ use serde_json::{Value, json};
 
 pub use approval::{ApprovalMode, Approver};
 pub use gateway_script::GatewayScript;
-pub use script::{Script, Step, ToolCall, Turn};
-pub use trace::{TraceFormat, TraceRecord, Tracer};
+pub use script::{Script, Step, ToolCall};
+pub use trace::{TraceFormat, Tracer};
 
-use crate::gateway::GatewayHooks;
-use crate::registry::{Outcome, Registry, ToolVerdict};
+use hermes_host::gateway::GatewayHooks;
+use hermes_host::registry::{Outcome, Registry, ToolVerdict};
 
 /// Where the agent writes the conversation as it happens (the user, tool calls, results and
 /// answers). `hermes run` prints to stdout; the gateway sends replies to the chat.
