@@ -4,10 +4,11 @@
 //! It produces the [`HOOKS`] table (which the host uses for validation, the shell-hook
 //! payload, documentation and JSON schemas), one typed event view per hook (what a plugin's
 //! closure receives) and one typed registration method per hook on
-//! [`PluginContext`](crate::sdk::PluginContext).
+//! [`PluginContext`].
 
 use crate::core::{EventView, Field, FieldValue};
-use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision};
+use crate::sdk::{DispatchDecision, Gateway, Json, PluginContext, SessionStore, ToolDecision};
+pub use crate::sdk::{GatewayEvent, OutcomeKind};
 
 /// How a field's value crosses the boundary and what its accessor returns.
 ///
@@ -30,28 +31,6 @@ pub enum FieldKind {
     OptInt,
     /// A boolean, always sent; the accessor returns `bool` (false when absent).
     Bool,
-}
-
-/// What a hook's callbacks may return, and so how the host combines their answers.
-///
-/// ```
-/// use hermes_hooks_abi::hooks::{spec, OutcomeKind};
-/// assert_eq!(spec("pre_llm_call").unwrap().outcome, OutcomeKind::Context);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutcomeKind {
-    /// Return values are ignored.
-    Observer,
-    /// `pre_tool_call`: block or modify ([`ToolDecision`]).
-    ToolDecision,
-    /// `pre_llm_call`: context text, joined with a blank line in registry order.
-    Context,
-    /// `transform_tool_result`, `transform_terminal_output`: the first text replaces.
-    Replace,
-    /// `transform_llm_output`: the first non-empty text replaces.
-    ReplaceNonEmpty,
-    /// `pre_gateway_dispatch`: skip, rewrite or allow ([`DispatchDecision`]).
-    Dispatch,
 }
 
 /// One payload field of a hook.
@@ -601,46 +580,15 @@ define_hooks! {
     }
 }
 
-/// A gateway event, as a native gateway hook receives it.
-///
-/// ```
-/// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
-/// let host = LocalHost::register("demo", |ctx| {
-///     ctx.on_gateway_event("agent:*", |e| {
-///         assert_eq!(e.event_type(), "agent:start");
-///     });
-/// });
-/// host.fire("agent:*", &[field::str("event_type", "agent:start"), field::json("context", "{}")]);
-/// ```
-#[derive(Clone, Copy)]
-pub struct GatewayEvent<'a, 'v> {
-    view: &'a EventView<'v>,
-}
-
-impl<'a, 'v> GatewayEvent<'a, 'v> {
-    /// Wraps a raw view. The SDK calls this for you.
-    ///
-    /// ```
-    /// use hermes_hooks_abi::core::{EventView, Field, no_host_calls};
-    /// let fields = [Field::str("event_type", "agent:end"), Field::json("context", r#"{"response":"ok"}"#)];
-    /// let view = EventView::new("agent:*", &fields, no_host_calls());
-    /// let event = hermes_hooks_abi::hooks::GatewayEvent::new(&view);
-    /// assert_eq!(event.event_type(), "agent:end");
-    /// assert_eq!(event.context().value()["response"], "ok");
-    /// ```
-    pub fn new(view: &'a EventView<'v>) -> Self {
-        GatewayEvent { view }
+impl<'a, 'v> GatewayDispatchEvent<'a, 'v> {
+    /// The capability to send a message back to a chat. See [`Gateway`] for an example.
+    pub fn gateway(&self) -> Gateway<'a, 'v> {
+        Gateway::new(self.view())
     }
 
-    /// The event that fired, such as `agent:start` (also when the hook subscribed to
-    /// `agent:*`). See [`GatewayEvent::new`] for an example.
-    pub fn event_type(&self) -> &'a str {
-        self.view.get_str("event_type").unwrap_or("")
-    }
-
-    /// The event's context object (see `docs/hooks.md` for the keys of each event). See
-    /// [`GatewayEvent::new`] for an example.
-    pub fn context(&self) -> Json<'a> {
-        Json::new(self.view.get_str("context"))
+    /// The capability to append to a session transcript. See
+    /// [`SessionStore`] for an example.
+    pub fn session_store(&self) -> SessionStore<'a, 'v> {
+        SessionStore::new(self.view())
     }
 }

@@ -6,6 +6,8 @@
 
 // examples/embed, the smallest agent host, and the library without the CLI's crates.
 mod embed;
+// The module import graph of every crate: no two modules import each other.
+mod layout;
 // The Hooks facade: all three systems from one home, in order, problems with their files.
 mod facade;
 // Plugin discovery, loading, registry order and the aggregation rules with real plugins.

@@ -25,7 +25,6 @@ use abi_stable::{
 use crate::core::{
     EventView, HookCallback, HookCallback_TO, HookCallbackBox, RegistrarMut, Reply, action,
 };
-use crate::hooks::{GatewayDispatchEvent, GatewayEvent, OutcomeKind};
 
 /// The interface version this SDK was built with (the crate version).
 ///
@@ -515,6 +514,13 @@ pub struct Gateway<'a, 'v> {
     view: &'a EventView<'v>,
 }
 
+impl<'a, 'v> Gateway<'a, 'v> {
+    /// The handle over a `pre_gateway_dispatch` event's view.
+    pub(crate) fn new(view: &'a EventView<'v>) -> Self {
+        Gateway { view }
+    }
+}
+
 impl Gateway<'_, '_> {
     /// Sends `text` to chat `chat_id` on `platform`. See [`Gateway`] for an example.
     ///
@@ -544,6 +550,13 @@ pub struct SessionStore<'a, 'v> {
     view: &'a EventView<'v>,
 }
 
+impl<'a, 'v> SessionStore<'a, 'v> {
+    /// The handle over a `pre_gateway_dispatch` event's view.
+    pub(crate) fn new(view: &'a EventView<'v>) -> Self {
+        SessionStore { view }
+    }
+}
+
 impl SessionStore<'_, '_> {
     /// Appends `entry` (a JSON object) to the transcript of `session_key`. See
     /// [`SessionStore`] for an example.
@@ -568,19 +581,6 @@ fn host_call(
         .map(RString::into_string)
         .map_err(RString::into_string)
         .into_result()
-}
-
-impl<'a, 'v> GatewayDispatchEvent<'a, 'v> {
-    /// The capability to send a message back to a chat. See [`Gateway`] for an example.
-    pub fn gateway(&self) -> Gateway<'a, 'v> {
-        Gateway { view: self.view() }
-    }
-
-    /// The capability to append to a session transcript. See [`SessionStore`] for an
-    /// example.
-    pub fn session_store(&self) -> SessionStore<'a, 'v> {
-        SessionStore { view: self.view() }
-    }
 }
 
 /// What a plugin's `register` function may return: `()` or a `Result`.
@@ -650,3 +650,69 @@ pub const __ABI_VERSION_CSTR: &std::ffi::CStr = match std::ffi::CStr::from_bytes
     Ok(s) => s,
     Err(_) => panic!("the crate version contains a NUL byte"),
 };
+
+/// What a hook's callbacks may return, and so how the host combines their answers.
+///
+/// ```
+/// use hermes_hooks_abi::hooks::{spec, OutcomeKind};
+/// assert_eq!(spec("pre_llm_call").unwrap().outcome, OutcomeKind::Context);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// Return values are ignored.
+    Observer,
+    /// `pre_tool_call`: block or modify ([`ToolDecision`]).
+    ToolDecision,
+    /// `pre_llm_call`: context text, joined with a blank line in registry order.
+    Context,
+    /// `transform_tool_result`, `transform_terminal_output`: the first text replaces.
+    Replace,
+    /// `transform_llm_output`: the first non-empty text replaces.
+    ReplaceNonEmpty,
+    /// `pre_gateway_dispatch`: skip, rewrite or allow ([`DispatchDecision`]).
+    Dispatch,
+}
+
+/// A gateway event, as a native gateway hook receives it.
+///
+/// ```
+/// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+/// let host = LocalHost::register("demo", |ctx| {
+///     ctx.on_gateway_event("agent:*", |e| {
+///         assert_eq!(e.event_type(), "agent:start");
+///     });
+/// });
+/// host.fire("agent:*", &[field::str("event_type", "agent:start"), field::json("context", "{}")]);
+/// ```
+#[derive(Clone, Copy)]
+pub struct GatewayEvent<'a, 'v> {
+    view: &'a EventView<'v>,
+}
+
+impl<'a, 'v> GatewayEvent<'a, 'v> {
+    /// Wraps a raw view. The SDK calls this for you.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::core::{EventView, Field, no_host_calls};
+    /// let fields = [Field::str("event_type", "agent:end"), Field::json("context", r#"{"response":"ok"}"#)];
+    /// let view = EventView::new("agent:*", &fields, no_host_calls());
+    /// let event = hermes_hooks_abi::hooks::GatewayEvent::new(&view);
+    /// assert_eq!(event.event_type(), "agent:end");
+    /// assert_eq!(event.context().value()["response"], "ok");
+    /// ```
+    pub fn new(view: &'a EventView<'v>) -> Self {
+        GatewayEvent { view }
+    }
+
+    /// The event that fired, such as `agent:start` (also when the hook subscribed to
+    /// `agent:*`). See [`GatewayEvent::new`] for an example.
+    pub fn event_type(&self) -> &'a str {
+        self.view.get_str("event_type").unwrap_or("")
+    }
+
+    /// The event's context object (see `docs/hooks.md` for the keys of each event). See
+    /// [`GatewayEvent::new`] for an example.
+    pub fn context(&self) -> Json<'a> {
+        Json::new(self.view.get_str("context"))
+    }
+}

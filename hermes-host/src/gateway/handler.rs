@@ -19,7 +19,7 @@ use abi_stable::std_types::RResult;
 use hermes_hooks_abi::core::{EventView, Field, HookCallbackBox, no_host_calls};
 
 use super::discover::{HandlerSource, HookSpec};
-use super::emit::Event;
+use super::event::Event;
 use super::process::{HandlerEnv, describe_status, kill_group, seconds};
 use super::python::{Load, PythonHandler, Starting, Worker};
 use super::{HookKind, wildcard_prefix};

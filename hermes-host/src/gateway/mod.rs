@@ -55,6 +55,7 @@
 
 pub mod discover;
 mod emit;
+mod event;
 mod handler;
 mod process;
 mod python;

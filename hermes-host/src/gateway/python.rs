@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::emit::Event;
+use super::event::Event;
 use super::process::{HandlerEnv, describe_status, kill_group, seconds};
 
 /// The worker script, run with `python3 -u -c`.

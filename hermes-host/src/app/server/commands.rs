@@ -12,8 +12,7 @@ use hermes_hooks_abi::hooks::payload::SessionResetEvent;
 use serde_json::json;
 
 use super::Core;
-use super::handle::end_session;
-use super::sessions::{Chat, Live};
+use super::sessions::{Chat, Live, end_session};
 use super::wire::{Inbound, OutboundKind};
 
 const HELP: &str = "Commands: /new or /reset (start a new session), /status, /help";

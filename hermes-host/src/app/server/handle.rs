@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::Core;
 use super::capabilities::Capabilities;
 use super::commands;
-use super::sessions::{Chat, Job, Live};
+use super::sessions::{Chat, Job, Live, end_session};
 use super::wire::{Inbound, Outbound, OutboundKind};
 use hermes_host::registry::{DispatchVerdict, Outcome};
 
@@ -176,19 +176,6 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
             Some(&session_id),
         );
     }
-}
-
-/// Ends `live`'s session: `session:end`, then `on_session_finalize`.
-pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
-    core.agent.emit(
-        "session:end",
-        json!({
-            "platform": chat.platform,
-            "user_id": live.session.user_id.clone().unwrap_or_default(),
-            "session_key": chat.key,
-        }),
-    );
-    core.agent.finalize(&live.session);
 }
 
 impl Core {

@@ -140,6 +140,10 @@ pub(crate) struct Core {
     pub(crate) router: Router,
     pub(crate) chats: sessions::Chats,
     pub(crate) log: Arc<dyn GatewayLog>,
+    /// What a chat's worker does with each job: [`handle::run`]. The scheduler in
+    /// `sessions` is handed it rather than calling it, so scheduling does not depend on
+    /// what the jobs do.
+    pub(crate) run_job: sessions::RunJob,
 }
 
 impl Core {
@@ -173,6 +177,7 @@ impl Server {
             transcripts: TranscriptStore::new(options.sessions_dir.clone()),
             router: Router::default(),
             chats: sessions::Chats::new(),
+            run_job: handle::run,
             agent,
             script,
             options,

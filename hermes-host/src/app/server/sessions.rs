@@ -20,10 +20,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::Core;
 use super::adapter::Connection;
 use super::wire::Inbound;
-use super::{Core, handle};
 use crate::app::agent::Session;
+
+/// Runs one job of a chat: its session is taken out of the chat while the job runs; the
+/// duration is how long the chat had been idle when the job was taken.
+pub(crate) type RunJob = fn(&Core, &Chat, Job, &mut Option<Live>, Duration);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -256,7 +260,7 @@ fn work(core: &Arc<Core>, chat: &Arc<Chat>) {
         };
         let is_message = matches!(job, Job::Message { .. });
         let ran = catch_unwind(AssertUnwindSafe(|| {
-            handle::run(core, chat, job, &mut live, idle_for)
+            (core.run_job)(core, chat, job, &mut live, idle_for)
         }));
         if let Err(panic) = ran {
             let why = panic
@@ -334,4 +338,17 @@ pub(crate) fn close_all(core: &Arc<Core>, drain: bool) -> usize {
             .unwrap_or_else(|e| e.into_inner());
     }
     dropped
+}
+
+/// Ends `live`'s session: `session:end`, then `on_session_finalize`.
+pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
+    core.agent.emit(
+        "session:end",
+        serde_json::json!({
+            "platform": chat.platform,
+            "user_id": live.session.user_id.clone().unwrap_or_default(),
+            "session_key": chat.key,
+        }),
+    );
+    core.agent.finalize(&live.session);
 }
