@@ -109,48 +109,78 @@ pub mod prelude {
 #[macro_export]
 macro_rules! export_plugin {
     ($register:path) => {
-        // The symbol abi_stable 0.11 looks up (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),
-        // spelled out so that plugin crates need no direct abi_stable dependency.
-        #[doc(hidden)]
-        #[unsafe(no_mangle)]
-        #[allow(non_upper_case_globals)]
-        pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::abi_stable::library::LibHeader = {
-            extern "C" fn __hermes_erased_root() -> $crate::abi_stable::library::RootModuleResult {
-                $crate::abi_stable::library::__call_root_module_loader(__hermes_root_module)
-            }
-            // SAFETY: the constructor returns the module type named here.
-            unsafe {
-                $crate::abi_stable::library::LibHeader::from_constructor::<$crate::core::PluginModRef>(
-                    __hermes_erased_root,
-                    $crate::abi_stable::library::CheckTypeLayout::Yes,
-                )
-            }
-        };
-
-        fn __hermes_root_module() -> $crate::core::PluginModRef {
-            $crate::sdk::__root_module(
-                env!("CARGO_PKG_NAME"),
-                if cfg!(debug_assertions) { "debug" } else { "release" },
-                __hermes_register,
-            )
-        }
-
         extern "C" fn __hermes_register(
             registrar: $crate::core::RegistrarMut<'_>,
         ) -> $crate::abi_stable::std_types::RResult<(), $crate::abi_stable::std_types::RString> {
             $crate::sdk::__run_register(registrar, $register)
         }
 
-        /// The interface version this plugin was built against, as a C string.
-        #[unsafe(no_mangle)]
-        pub extern "C" fn hermes_plugin_abi_version() -> *const ::std::ffi::c_char {
-            $crate::sdk::__ABI_VERSION_CSTR.as_ptr()
-        }
+        $crate::__export_plugin_symbols!();
+    };
+}
 
-        /// `debug` or `release`, as a C string.
-        #[unsafe(no_mangle)]
-        pub extern "C" fn hermes_plugin_build_profile() -> *const ::std::ffi::c_char {
-            if cfg!(debug_assertions) { c"debug".as_ptr() } else { c"release".as_ptr() }
-        }
+/// The half of [`export_plugin!`] that depends on how the plugin is linked: library symbols
+/// for a `cdylib` the host loads, or a static registration (feature `static` of the plugin
+/// crate) for a plugin linked into the host binary.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_plugin_symbols {
+    () => {
+        // In a block, so that the `feature = "static"` test (made in the plugin crate, which
+        // need not declare such a feature) is not reported as an unexpected cfg.
+        #[allow(unexpected_cfgs)]
+        const _: () = {
+            #[cfg(feature = "static")]
+            $crate::sdk::statics::__submit! {
+                $crate::sdk::statics::StaticPlugin::__new(
+                    env!("CARGO_PKG_NAME"),
+                    env!("CARGO_PKG_VERSION"),
+                    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/plugin.yaml")),
+                    __hermes_register,
+                )
+            }
+
+            // The symbol abi_stable 0.11 looks up (`abi_stable::library::ROOT_MODULE_LOADER_NAME`),
+            // spelled out so that plugin crates need no direct abi_stable dependency.
+            #[cfg(not(feature = "static"))]
+            #[doc(hidden)]
+            #[unsafe(no_mangle)]
+            #[allow(non_upper_case_globals)]
+            pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::abi_stable::library::LibHeader = {
+                extern "C" fn __hermes_erased_root() -> $crate::abi_stable::library::RootModuleResult {
+                    $crate::abi_stable::library::__call_root_module_loader(__hermes_root_module)
+                }
+                // SAFETY: the constructor returns the module type named here.
+                unsafe {
+                    $crate::abi_stable::library::LibHeader::from_constructor::<$crate::core::PluginModRef>(
+                        __hermes_erased_root,
+                        $crate::abi_stable::library::CheckTypeLayout::Yes,
+                    )
+                }
+            };
+
+            #[cfg(not(feature = "static"))]
+            fn __hermes_root_module() -> $crate::core::PluginModRef {
+                $crate::sdk::__root_module(
+                    env!("CARGO_PKG_NAME"),
+                    if cfg!(debug_assertions) { "debug" } else { "release" },
+                    __hermes_register,
+                )
+            }
+
+            /// The interface version this plugin was built against, as a C string.
+            #[cfg(not(feature = "static"))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn hermes_plugin_abi_version() -> *const ::std::ffi::c_char {
+                $crate::sdk::__ABI_VERSION_CSTR.as_ptr()
+            }
+
+            /// `debug` or `release`, as a C string.
+            #[cfg(not(feature = "static"))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn hermes_plugin_build_profile() -> *const ::std::ffi::c_char {
+                if cfg!(debug_assertions) { c"debug".as_ptr() } else { c"release".as_ptr() }
+            }
+        };
     };
 }

@@ -1,9 +1,9 @@
 //! `examples/embed`: the smallest agent host, built on the library alone, against a home
-//! with the guardrail plugin installed.
+//! with the guardrail plugin installed; and `examples/static-host`, with guardrail linked in.
 
 use std::process::Command;
 
-use hermes_tests::support::{TestHome, built, workspace};
+use hermes_tests::support::{TestHome, built, static_host, workspace};
 
 #[test]
 fn the_embedding_example_asks_the_installed_guardrail_and_reports_who_blocked() {
@@ -79,4 +79,46 @@ fn the_embedding_example_stays_small_and_its_library_has_no_cli_crates() {
             "{cli_crate}in:\n{tree}"
         );
     }
+}
+
+#[test]
+fn a_statically_linked_plugin_blocks_with_no_library_installed_under_the_same_rules() {
+    let home = TestHome::new();
+    let run = |args: &[&str]| {
+        let out = Command::new(static_host())
+            .args(args)
+            .env("HERMES_HOME", home.path())
+            .env_remove("HERMES_SAFE_MODE")
+            .output()
+            .expect("the example runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert!(!home.path().join("plugins").exists());
+    // Not enabled: found, reported as static, and not loaded, as a library plugin would be.
+    let (code, stdout) = run(&["sudo", "ls"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("plugin guardrail 0.1.0 (static): not enabled in config (run `hermes plugins enable guardrail` to activate)\n"),
+        "{stdout}"
+    );
+    // Enabled: it blocks.
+    home.config("plugins:\n  enabled: [guardrail]\n");
+    let (code, stdout) = run(&["sudo", "ls"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("plugin guardrail 0.1.0 (static): enabled\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("blocked by guardrail::check_terminal_command: Blocked by guardrail: privilege escalation with sudo"), "{stdout}");
+    // Settings from config.yaml reach it as they reach a library plugin.
+    home.config("plugins:\n  enabled: [guardrail]\n  settings:\n    guardrail:\n      default_patterns: false\n");
+    assert_eq!(run(&["sudo", "ls"]).0, Some(0));
+    // Disabled: not loaded.
+    home.config("plugins:\n  enabled: [guardrail]\n  disabled: [guardrail]\n");
+    let (code, stdout) = run(&["sudo", "ls"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("(static): disabled via config"), "{stdout}");
 }

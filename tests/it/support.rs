@@ -167,6 +167,24 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// `examples/static-host`, built once: a workspace of its own (guardrail linked in with its
+/// `static` feature) built offline with the workspace's `Cargo.lock`, into a target
+/// directory of its own: guardrail's rlib has no hash in its file name (the package also
+/// builds a cdylib), so a build with other features in the same directory would replace it.
+pub fn static_host() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = workspace();
+            let dir = root.join("examples").join("static-host");
+            std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("Cargo.lock");
+            let target = root.join("target").join("it-static");
+            cargo(&dir, &["build".into(), "--offline".into()], &target);
+            target.join("debug").join("static-host")
+        })
+        .clone()
+}
+
 /// `lib<package>.so` built in release mode into `target/it-release`, for benchmarks: a debug
 /// plugin would measure the optimiser, not the boundary.
 pub fn release_lib(package: &str) -> PathBuf {

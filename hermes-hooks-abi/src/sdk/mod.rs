@@ -13,6 +13,7 @@
 
 pub mod data;
 mod log;
+pub mod statics;
 pub mod testing;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use hermes_hooks_abi::sdk::statics::{StaticPlugin, static_plugins};
+
 use super::manifest::{Manifest, manifest_path};
 use crate::home::{Config, Home};
 
@@ -25,6 +27,8 @@ pub struct Candidate {
     pub manifest: Result<Manifest, String>,
     /// Whether it may load, and if not, why.
     pub status: Status,
+    /// For a plugin linked into this binary (no library to load), its registration.
+    pub linked: Option<&'static StaticPlugin>,
 }
 
 impl Candidate {
@@ -77,12 +81,44 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
                 dir,
                 manifest,
                 status: Status::Enabled,
+                linked: None,
             };
             match found.iter_mut().find(|c| c.key == key) {
                 Some(existing) => *existing = candidate,
                 None => found.push(candidate),
             }
         }
+    }
+    // Plugins linked into this binary take their place in name order among the user's,
+    // and from there on follow the same rules (enabled, disabled, duplicate names).
+    let mut linked = static_plugins();
+    linked.sort_by_key(|p| p.crate_name);
+    for plugin in linked {
+        let dir = home.plugins_dir().join(plugin.crate_name);
+        let manifest = Manifest::parse(plugin.manifest, &dir).map_err(|e| {
+            format!(
+                "the plugin.yaml built into static plugin '{}': {e}",
+                plugin.crate_name
+            )
+        });
+        let key = manifest
+            .as_ref()
+            .map_or(plugin.crate_name, |m| m.name.as_str())
+            .to_string();
+        let at = found
+            .iter()
+            .position(|c| c.key > key)
+            .unwrap_or(found.len());
+        found.insert(
+            at,
+            Candidate {
+                key,
+                dir,
+                manifest,
+                status: Status::Enabled,
+                linked: Some(plugin),
+            },
+        );
     }
     let enabled = config.plugins_enabled();
     let disabled = config.plugins_disabled();

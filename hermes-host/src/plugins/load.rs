@@ -10,6 +10,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RStr, RString};
 use hermes_hooks_abi::core::{
     HookCallbackBox, HostLogger_TO, HostLoggerBox, PluginModRef, Registrar, Registrar_TO,
+    RegistrarMut,
 };
 
 use super::library_file;
@@ -211,13 +212,23 @@ fn decisive_lines(report: &str) -> String {
 
 /// Runs the plugin's `register` with a registrar that collects its callbacks.
 pub fn register(library: Library, manifest: &Manifest, dir: &Path) -> Registration {
+    register_fn(library.module.register(), manifest, dir)
+}
+
+/// [`register`] for a plugin given by its wrapped `register` function: a library's, or that
+/// of a plugin linked into this binary.
+pub(crate) fn register_fn(
+    register: extern "C" fn(RegistrarMut<'_>) -> RResult<(), RString>,
+    manifest: &Manifest,
+    dir: &Path,
+) -> Registration {
     let mut registrar = HostRegistrar {
         plugin_name: manifest.name.clone(),
         dir: dir.to_path_buf(),
         config: manifest.config.clone(),
         hooks: Vec::new(),
     };
-    let result = (library.module.register())(Registrar_TO::from_ptr(&mut registrar, TD_Opaque));
+    let result = register(Registrar_TO::from_ptr(&mut registrar, TD_Opaque));
     Registration {
         hooks: registrar.hooks,
         error: result.err().map(RString::into_string).into(),

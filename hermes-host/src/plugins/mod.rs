@@ -48,6 +48,9 @@ pub struct PluginReport {
     pub config: serde_json::Value,
     /// `plugins.settings.<name>` of `config.yaml`, when there is one.
     pub settings: Option<serde_json::Value>,
+    /// Linked into this binary (its crate built with the `static` feature), not loaded
+    /// from a library; `library` is then `None`.
+    pub linked_static: bool,
 }
 
 impl PluginReport {
@@ -114,6 +117,7 @@ pub fn load_all(
                 .manifest
                 .as_ref()
                 .ok()
+                .filter(|_| candidate.linked.is_none())
                 .map(|m| candidate.dir.join(&m.library)),
             error: None,
             hooks: Vec::new(),
@@ -122,6 +126,7 @@ pub fn load_all(
             build_profile: None,
             config: serde_json::Value::Null,
             settings: None,
+            linked_static: candidate.linked.is_some(),
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
@@ -141,6 +146,29 @@ pub fn load_all(
             }
         };
         let path = candidate.dir.join(&manifest.library);
+        if let Some(linked) = candidate.linked {
+            entry.abi_version = Some(hermes_hooks_abi::sdk::ABI_VERSION.to_string());
+            entry.build_profile = Some(
+                if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                }
+                .to_string(),
+            );
+            let effective = effective_manifest(home, config, manifest, &mut entry);
+            let registration = load::register_fn(linked.register, &effective, &candidate.dir);
+            add_registration(
+                &mut report,
+                &mut entry,
+                registration,
+                registry,
+                &manifest.name,
+                &path,
+            );
+            report.plugins.push(entry);
+            continue;
+        }
         let library = match load_library(&path, &manifest.name) {
             Ok(library) => library,
             Err(why) => {
@@ -165,23 +193,7 @@ pub fn load_all(
         ) {
             tracing::warn!("{warning}");
         }
-        let settings = match config.plugin_settings(&manifest.name) {
-            Ok(settings) => settings,
-            Err(why) => {
-                tracing::warn!(
-                    "{}: {why}; plugin '{}' loads with the config of its plugin.yaml",
-                    home.config_path().display(),
-                    manifest.name
-                );
-                None
-            }
-        };
-        let mut effective = manifest.clone();
-        if let Some(settings) = &settings {
-            merge_settings(&mut effective.config, settings);
-        }
-        entry.config = effective.config.clone();
-        entry.settings = settings;
+        let effective = effective_manifest(home, config, manifest, &mut entry);
         let registration = register(library, &effective, &candidate.dir);
         add_registration(
             &mut report,
@@ -194,6 +206,34 @@ pub fn load_all(
         report.plugins.push(entry);
     }
     report
+}
+
+/// The manifest `register` sees: `config:` with `plugins.settings.<name>` of `config.yaml`
+/// merged over it (recorded in `entry`); settings that are not a mapping are one warning.
+fn effective_manifest(
+    home: &Home,
+    config: &Config,
+    manifest: &Manifest,
+    entry: &mut PluginReport,
+) -> Manifest {
+    let settings = match config.plugin_settings(&manifest.name) {
+        Ok(settings) => settings,
+        Err(why) => {
+            tracing::warn!(
+                "{}: {why}; plugin '{}' loads with the config of its plugin.yaml",
+                home.config_path().display(),
+                manifest.name
+            );
+            None
+        }
+    };
+    let mut effective = manifest.clone();
+    if let Some(settings) = &settings {
+        merge_settings(&mut effective.config, settings);
+    }
+    entry.config = effective.config.clone();
+    entry.settings = settings;
+    effective
 }
 
 /// Merges the user's `settings` over a plugin's `config`: mappings key by key, all the way

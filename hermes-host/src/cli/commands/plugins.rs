@@ -106,6 +106,9 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
             format!(" {}", p.version)
         };
         println!("  {}{version}  {state}", p.key);
+        if p.linked_static {
+            println!("      static: linked into this binary");
+        }
         if let Some(lib) = &p.library {
             match (&p.abi_version, &p.build_profile) {
                 (Some(abi), Some(profile)) => {
@@ -154,6 +157,7 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "build_profile": p.build_profile,
         "config": p.config,
         "settings": p.settings,
+        "static": p.linked_static,
     })
 }
 
