@@ -36,6 +36,11 @@ impl Library {
     pub fn build_profile(&self) -> &'static str {
         self.module.build_profile().as_str()
     }
+
+    /// The plugin's wrapped `register`, as its root module holds it.
+    pub(crate) fn register_entry(&self) -> extern "C" fn(RegistrarMut<'_>) -> RResult<(), RString> {
+        self.module.register()
+    }
 }
 
 /// What `register` registered.
@@ -212,7 +217,7 @@ fn decisive_lines(report: &str) -> String {
 
 /// Runs the plugin's `register` with a registrar that collects its callbacks.
 pub fn register(library: Library, manifest: &Manifest, dir: &Path) -> Registration {
-    register_fn(library.module.register(), manifest, dir)
+    register_fn(library.register_entry(), manifest, dir)
 }
 
 /// [`register`] for a plugin given by its wrapped `register` function: a library's, or that

@@ -146,55 +146,48 @@ pub fn load_all(
             }
         };
         let path = candidate.dir.join(&manifest.library);
-        if let Some(linked) = candidate.linked {
-            entry.abi_version = Some(hermes_hooks_abi::sdk::ABI_VERSION.to_string());
-            entry.build_profile = Some(
-                if cfg!(debug_assertions) {
+        // A plugin linked into this binary has no library to load and check.
+        let register_entry = match candidate.linked {
+            Some(linked) => {
+                entry.abi_version = Some(hermes_hooks_abi::sdk::ABI_VERSION.to_string());
+                let profile = if cfg!(debug_assertions) {
                     "debug"
                 } else {
                     "release"
+                };
+                entry.build_profile = Some(profile.to_string());
+                linked.register
+            }
+            None => {
+                let library = match load_library(&path, &manifest.name) {
+                    Ok(library) => library,
+                    Err(why) => {
+                        tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
+                        entry.error = Some(why);
+                        report.plugins.push(entry);
+                        continue;
+                    }
+                };
+                entry.abi_version = Some(library.abi_version().to_string());
+                entry.build_profile = Some(library.build_profile().to_string());
+                if let Some(warning) =
+                    load::newer_interface_warning(&path, &manifest.name, library.abi_version())
+                {
+                    tracing::warn!("{warning}");
                 }
-                .to_string(),
-            );
-            let effective = effective_manifest(home, config, manifest, &mut entry);
-            let registration = load::register_fn(linked.register, &effective, &candidate.dir);
-            add_registration(
-                &mut report,
-                &mut entry,
-                registration,
-                registry,
-                &manifest.name,
-                &path,
-            );
-            report.plugins.push(entry);
-            continue;
-        }
-        let library = match load_library(&path, &manifest.name) {
-            Ok(library) => library,
-            Err(why) => {
-                tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
-                entry.error = Some(why);
-                report.plugins.push(entry);
-                continue;
+                if let Some(warning) = debug_build_warning(
+                    &path,
+                    &manifest.name,
+                    library.build_profile(),
+                    !cfg!(debug_assertions),
+                ) {
+                    tracing::warn!("{warning}");
+                }
+                library.register_entry()
             }
         };
-        entry.abi_version = Some(library.abi_version().to_string());
-        entry.build_profile = Some(library.build_profile().to_string());
-        if let Some(warning) =
-            load::newer_interface_warning(&path, &manifest.name, library.abi_version())
-        {
-            tracing::warn!("{warning}");
-        }
-        if let Some(warning) = debug_build_warning(
-            &path,
-            &manifest.name,
-            library.build_profile(),
-            !cfg!(debug_assertions),
-        ) {
-            tracing::warn!("{warning}");
-        }
         let effective = effective_manifest(home, config, manifest, &mut entry);
-        let registration = register(library, &effective, &candidate.dir);
+        let registration = load::register_fn(register_entry, &effective, &candidate.dir);
         add_registration(
             &mut report,
             &mut entry,
