@@ -42,15 +42,16 @@ impl StaticPlugin {
     }
 }
 
-#[cfg(feature = "static")]
+#[cfg(feature = "registry")]
 inventory::collect!(StaticPlugin);
 
-#[cfg(feature = "static")]
+#[cfg(feature = "registry")]
 #[doc(hidden)]
 pub use inventory::submit as __submit;
 
 /// Every plugin linked into this binary with its `static` feature, in no particular order
-/// (the host sorts them). Empty without this crate's `static` feature.
+/// (the host sorts them). Empty without this crate's `registry` feature (which `static`
+/// turns on).
 ///
 /// ```
 /// for plugin in hermes_hooks_abi::sdk::statics::static_plugins() {
@@ -58,11 +59,11 @@ pub use inventory::submit as __submit;
 /// }
 /// ```
 pub fn static_plugins() -> Vec<&'static StaticPlugin> {
-    #[cfg(feature = "static")]
+    #[cfg(feature = "registry")]
     {
         inventory::iter::<StaticPlugin>.into_iter().collect()
     }
-    #[cfg(not(feature = "static"))]
+    #[cfg(not(feature = "registry"))]
     {
         Vec::new()
     }
