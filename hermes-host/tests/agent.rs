@@ -498,3 +498,62 @@ fn the_text_trace_names_system_hook_decision_and_time() {
         "{stderr}"
     );
 }
+
+/// Whether the process whose pid is in `file` is gone (or a zombie) within 5 s.
+fn dies_within_5s(file: &Path) -> bool {
+    let pid = std::fs::read_to_string(file).unwrap_or_default();
+    let stat = Path::new("/proc").join(pid.trim()).join("stat");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        let running = std::fs::read_to_string(&stat)
+            .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split(' ').nth(1)) != Some("Z"));
+        if !running {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn the_terminal_tool_kills_the_commands_group_at_its_timeout_and_when_it_exits() {
+    let env = Env::new();
+    let script = env.write(
+        "s.yaml",
+        "turns:
+  - user: hang
+    steps:
+      - tool: terminal
+        args: {command: 'sleep 300 & echo $! > hung.pid; sleep 300', timeout: 1}
+      - tool: terminal
+        args: {command: 'sleep 300 & echo $! > left.pid; echo started'}
+      - final: done
+",
+    );
+    let started = Instant::now();
+    let (out, _) = env.run(&script, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "a terminal command outlived its timeout"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(r#""error":"command timed out""#),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stdout.contains(r#"<- {"output":"started\n","exit_code":0}"#),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        dies_within_5s(&env.work().join("hung.pid")),
+        "the timed-out command's background child survived"
+    );
+    assert!(
+        dies_within_5s(&env.work().join("left.pid")),
+        "the finished command's background child survived"
+    );
+}

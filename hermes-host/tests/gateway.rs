@@ -1290,3 +1290,46 @@ fn cli_gateway_hooks_lists_what_loaded_and_why_the_rest_did_not() {
     );
     assert_eq!(listing["skipped"][1]["message"], Value::Null);
 }
+
+#[test]
+fn a_python_handler_past_its_timeout_has_its_workers_group_killed() {
+    require_python3();
+    let home = TestHome::new();
+    // Starts a grandchild that would outlive the worker, records its pid, then hangs.
+    let handler = "import os, subprocess, time\n\
+def handle(event_type, context):\n    \
+    child = subprocess.Popen(['sleep', '300'])\n    \
+    with open(os.path.join(os.environ['HERMES_HOME'], 'grandchild.pid'), 'w') as f:\n        \
+        f.write(str(child.pid))\n    \
+    time.sleep(3600)\n";
+    home.hook(
+        "hangs",
+        Some("events: [agent:start]\ntimeout: 0.5\n"),
+        &[("handler.py", handler)],
+    );
+    let (hooks, log) = home.discover();
+    let started = Instant::now();
+    hooks.emit("agent:start", json!({}));
+    assert_eq!(
+        hooks.shutdown(Duration::from_secs(20)).undelivered_total(),
+        0
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the timeout was not enforced: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        log.lines().last().map(String::as_str),
+        Some(
+            "[hooks] Error in handler for 'agent:start': handler timed out after 0.5s; its python worker was killed and starts again for the next event"
+        )
+    );
+    let pid = std::fs::read_to_string(home.root().join("grandchild.pid")).unwrap();
+    let stat = Path::new("/proc").join(pid.trim()).join("stat");
+    wait_until(
+        "the python worker's grandchild to die with its group",
+        Duration::from_secs(5),
+        || std::fs::read_to_string(&stat).map_or(true, |s| s.split(' ').nth(2) == Some("Z")),
+    );
+}

@@ -534,7 +534,7 @@ impl Dispatcher {
                 queue.ready.notify_all();
                 let pid = queue.in_flight.load(Ordering::Acquire);
                 if pid != 0 {
-                    super::process::kill_group(pid);
+                    let _ = crate::process::kill_group(pid);
                 }
                 if left > 0 {
                     undelivered.push(UndeliveredHook {

@@ -9,10 +9,9 @@
 //! A handler fails by returning an error message; the caller prints it as
 //! `[hooks] Error in handler for '<event>': <message>`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
 use abi_stable::std_types::RResult;
@@ -20,10 +19,11 @@ use hermes_hooks_abi::core::{EventView, Field, HookCallbackBox, no_host_calls};
 
 use super::discover::{HandlerSource, HookSpec};
 use super::event::Event;
-use super::process::{HandlerEnv, describe_status, kill_group, seconds};
+use super::process::{HandlerEnv, describe_status, seconds};
 use super::python::{Load, PythonHandler, Starting, Worker};
 use super::{HookKind, wildcard_prefix};
 use crate::plugins::{Manifest, load_library, register};
+use crate::process;
 
 /// A loaded handler, owned by its hook's delivery thread.
 pub(crate) enum Handler {
@@ -317,56 +317,26 @@ pub(crate) struct ExecutableHandler {
 
 impl ExecutableHandler {
     fn deliver(&self, event: &Event, in_flight: &AtomicU32) -> Result<(), String> {
-        let mut child = self
-            .env
-            .command(&self.path)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
-        let pid = child.id();
-        in_flight.store(pid, Ordering::Release);
-        let result = self.feed_and_wait(&mut child, event);
-        in_flight.store(0, Ordering::Release);
-        result
-    }
-
-    fn feed_and_wait(&self, child: &mut std::process::Child, event: &Event) -> Result<(), String> {
-        let pid = child.id();
         let payload = event.request_arc();
-        if let Some(mut stdin) = child.stdin.take() {
-            // A pipe takes 64 KiB without blocking; bigger payloads are written from a thread
-            // so a handler that never reads its stdin cannot hold this one past the timeout.
-            if payload.len() < 32 * 1024 {
-                let _ = stdin.write_all(payload.as_bytes());
-            } else {
-                let _ = std::thread::Builder::new()
-                    .name("hermes-hook-stdin".into())
-                    .spawn(move || {
-                        let _ = stdin.write_all(payload.as_bytes());
-                    });
-            }
-        }
-        let deadline = Instant::now() + self.timeout;
-        let mut pause = Duration::from_micros(200);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(()),
-                Ok(Some(status)) => return Err(format!("handler {}", describe_status(status))),
-                Ok(None) if Instant::now() >= deadline => {
-                    kill_group(pid);
-                    let _ = child.wait();
-                    return Err(format!(
-                        "handler timed out after {}; its process group was killed",
-                        seconds(self.timeout)
-                    ));
-                }
-                Ok(None) => {
-                    std::thread::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                    pause = (pause * 2).min(Duration::from_millis(5));
-                }
-                Err(e) => return Err(format!("cannot wait for the handler: {e}")),
-            }
+        // Stdin is fed without blocking, so a handler that never reads a large payload
+        // cannot hold this thread past the timeout; its output goes to the gateway's stderr.
+        let how = process::Run::new()
+            .input(payload.as_bytes())
+            .timeout(self.timeout)
+            .pid_slot(in_flight);
+        let out = process::run(&mut self.env.command(&self.path), &how)
+            .map_err(|e| format!("cannot run {}: {e}", self.path.display()))?;
+        match out.ended {
+            process::Ended::Completed => match out.status {
+                Some(status) if status.success() => Ok(()),
+                Some(status) => Err(format!("handler {}", describe_status(status))),
+                None => Err("handler ended without an exit status".into()),
+            },
+            process::Ended::TimedOut { .. } | process::Ended::Interrupted { .. } => Err(format!(
+                "handler timed out after {}; its process group was killed",
+                seconds(self.timeout)
+            )),
+            process::Ended::Failed(e) => Err(format!("cannot wait for the handler: {e}")),
         }
     }
 }

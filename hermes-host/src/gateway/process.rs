@@ -1,4 +1,5 @@
-//! Starting and stopping gateway handler processes (executable handlers and Python workers).
+//! How gateway handler processes (executable handlers and Python workers) are set up; they
+//! are spawned and supervised by [`crate::process`], as every child of the host is.
 //!
 //! Every handler process:
 //!
@@ -11,7 +12,6 @@
 //!   a grandchild holding the output open cannot hold the gateway.
 
 use std::os::fd::AsFd as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -29,7 +29,8 @@ pub(crate) struct HandlerEnv {
 }
 
 impl HandlerEnv {
-    /// A command for `program`, set up as the module doc says; stdin is piped.
+    /// A command for `program`, set up as the module doc says; the caller pipes stdin and
+    /// [`crate::process`] gives it its own process group.
     pub fn command(&self, program: &Path) -> Command {
         let mut cmd = Command::new(program);
         cmd.current_dir(&self.dir)
@@ -37,10 +38,8 @@ impl HandlerEnv {
             .env("HERMES_HOOK_NAME", &self.name)
             .env("HERMES_HOOK_DIR", &self.dir)
             .env("HERMES_HOOK_CONFIG", &self.config_json)
-            .stdin(Stdio::piped())
             .stdout(stderr_stdio())
-            .stderr(Stdio::inherit())
-            .process_group(0);
+            .stderr(Stdio::inherit());
         cmd
     }
 }
@@ -51,12 +50,6 @@ pub(crate) fn stderr_stdio() -> Stdio {
         Ok(fd) => Stdio::from(fd),
         Err(_) => Stdio::null(),
     }
-}
-
-/// Kills the process group led by `pid` (the handler and everything it started); one
-/// owner for group kills, `shell::spawn`.
-pub(crate) fn kill_group(pid: u32) {
-    let _ = crate::process::kill_group(pid);
 }
 
 /// `exited with status 3` / `was killed by signal 9`.

@@ -12,14 +12,15 @@
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin};
+use std::process::ChildStdin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::event::Event;
-use super::process::{HandlerEnv, describe_status, kill_group, seconds};
+use super::process::{HandlerEnv, describe_status, seconds};
+use crate::process::Group;
 
 /// The worker script, run with `python3 -u -c`.
 pub(crate) const WORKER_PY: &str = include_str!("worker.py");
@@ -38,7 +39,8 @@ pub(crate) enum Load {
 
 /// A running worker process.
 pub(crate) struct Worker {
-    child: Child,
+    /// Dropping it kills the worker's group and reaps it.
+    child: Group,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
 }
@@ -58,8 +60,9 @@ impl Worker {
             .arg(WORKER_PY)
             .arg(handler)
             .arg(&env.name);
-        cmd.stdout(std::process::Stdio::piped());
-        let mut child = match cmd.spawn() {
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = match Group::spawn(&mut cmd) {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Load::PythonMissing),
             Err(e) => {
@@ -69,9 +72,8 @@ impl Worker {
                 )));
             }
         };
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            kill_group(child.id());
-            let _ = child.wait();
+        let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
+            child.kill();
             return Err(Load::Error("the python worker has no pipes".into()));
         };
         let (tx, lines) = std::sync::mpsc::channel();
@@ -93,8 +95,7 @@ impl Worker {
                 }
             });
         if let Err(e) = spawned {
-            kill_group(child.id());
-            let _ = child.wait();
+            child.kill();
             return Err(Load::Error(format!("cannot start a reader thread: {e}")));
         }
         Ok(Starting {
@@ -111,50 +112,27 @@ impl Worker {
     }
 
     /// Kills the worker's process group and reaps it.
-    fn kill(mut self) {
-        kill_group(self.child.id());
-        let _ = self.child.wait();
+    fn kill(self) {
+        self.child.kill();
     }
 
-    /// Closes stdin (the worker exits on EOF) and waits for it until `deadline`, then kills.
+    /// Closes stdin (the worker exits on EOF) and waits for it until `deadline`; then the
+    /// group is killed (and reaped when `self` drops).
     pub(crate) fn close(mut self, deadline: Instant) {
         drop(self.stdin.take());
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) if Instant::now() >= deadline => return self.kill(),
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
+        self.child.wait_until(deadline);
     }
 
     /// How the process ended, once its stdout closed.
     fn exit_description(mut self) -> String {
         drop(self.stdin.take());
         // Its stdout is closed, so it is exiting; give it a moment, then make sure.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return describe_status(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
-                _ => {
-                    self.kill();
-                    return "closed its output".to_string();
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Worker {
-    /// A worker nobody closed is killed: its hook is gone.
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        if let Ok(None) = self.child.try_wait() {
-            kill_group(self.child.id());
-            let _ = self.child.wait();
+        match self
+            .child
+            .wait_until(Instant::now() + Duration::from_secs(2))
+        {
+            Some(status) => describe_status(status),
+            None => "closed its output".to_string(),
         }
     }
 }

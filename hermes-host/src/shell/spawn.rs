@@ -1,7 +1,8 @@
-//! Running one shell-hook command: the only place in hermes that spawns a hook process.
+//! Running one shell-hook command.
 //!
 //! A shell hook is a command line from `config.yaml`. [`run`] turns it into a process, feeds it
-//! the JSON payload on stdin, collects what it prints, and gives up on it at its timeout. Every
+//! the JSON payload on stdin, collects what it prints, and gives up on it at its timeout; the
+//! process itself is supervised by [`crate::process`], as every child of the host is. Every
 //! outcome, including "could not start" and "timed out", comes back as a [`RunResult`]; `run`
 //! never panics and never returns early with an error.
 //!
@@ -71,14 +72,12 @@
 //! * Waiting uses `poll(2)` on the pipes and a `pidfd` for the process (Linux 5.3+); on
 //!   kernels without pidfds the exit is detected by polling with a short, growing interval.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::process::kill_group;
+use crate::process::{self, Ended, Run};
 use crate::pyfmt::repr_str;
 
 /// How many bytes of stdout, and separately of stderr, a run keeps (1 MiB). The rest is read
@@ -86,7 +85,7 @@ use crate::pyfmt::repr_str;
 pub const OUTPUT_CAP: usize = 1 << 20;
 
 /// How long a run waits for its pipes to close after the timeout killed its process group.
-pub const KILL_GRACE: Duration = Duration::from_secs(1);
+pub const KILL_GRACE: Duration = process::KILL_GRACE;
 
 /// What happened when a command ran. Every field is always set, as in the reference's result
 /// dict (`returncode, stdout, stderr, timed_out, elapsed_seconds, error`).
@@ -241,25 +240,34 @@ pub fn run(command: &str, stdin: &[u8], timeout: Duration) -> RunResult {
         Err(error) => return RunResult::failed(error, started),
     };
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let child = match cmd.spawn() {
-        Ok(child) => child,
+    cmd.args(&argv[1..]);
+    let how = Run::new()
+        .input(stdin)
+        .capture(OUTPUT_CAP)
+        .timeout(timeout)
+        .grace(KILL_GRACE);
+    let out = match process::run(&mut cmd, &how) {
+        Ok(out) => out,
         Err(e) => return RunResult::failed(spawn_error(&e, &argv[0]), started),
     };
-    let mut running = match Running::new(child, stdin) {
-        Ok(running) => running,
-        Err((mut child, e)) => {
-            let _ = kill_group(child.id());
-            let _ = child.wait();
-            return RunResult::failed(e.to_string(), started);
-        }
+    let mut result = RunResult {
+        stdout: out.stdout.lossy(),
+        stderr: out.stderr.lossy(),
+        stdout_dropped: out.stdout.dropped,
+        stderr_dropped: out.stderr.dropped,
+        ..RunResult::default()
     };
-    let ended = supervise(&mut running, started + timeout, KILL_GRACE);
-    running.finish(ended, started)
+    match out.ended {
+        Ended::Completed => {
+            result.returncode = out
+                .status
+                .and_then(|s| s.code().or_else(|| s.signal().map(|signal| -signal)));
+        }
+        Ended::TimedOut { .. } | Ended::Interrupted { .. } => result.timed_out = true,
+        Ended::Failed(error) => result.error = Some(error),
+    }
+    result.elapsed = started.elapsed();
+    result
 }
 
 /// The reference's texts for a failed spawn: `command not found`, `command not executable`,
@@ -279,390 +287,9 @@ fn spawn_error(e: &io::Error, argv0: &str) -> String {
     }
 }
 
-/// The seam between the timeout policy and real processes: [`supervise`] decides when to
-/// kill, a `Supervised` does the waiting and the killing. Unit tests drive `supervise` with
-/// a mock, without processes or real waiting.
-pub(crate) trait Supervised {
-    /// Makes progress (feeds stdin, reads output, notices the exit) until the run is
-    /// complete (`Ok(true)`) or `until` has passed (`Ok(false)`).
-    fn pump(&mut self, until: Instant) -> io::Result<bool>;
-    /// Kills the whole process group.
-    fn kill_group(&mut self) -> io::Result<()>;
-}
-
-/// How a supervised run ended.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// It finished before the deadline.
-    Completed,
-    /// The deadline passed and the group was killed; `settled` tells whether everything
-    /// closed within the grace period afterwards.
-    TimedOut { settled: bool },
-    /// Waiting failed (a `poll` error); the group was killed as for a timeout.
-    Failed(String),
-}
-
-/// The timeout policy: wait for completion until `deadline`; past it, kill the group once and
-/// wait at most `grace` more for the run to settle.
-pub(crate) fn supervise<S: Supervised>(run: &mut S, deadline: Instant, grace: Duration) -> Ended {
-    let failure = match run.pump(deadline) {
-        Ok(true) => return Ended::Completed,
-        Ok(false) => None,
-        Err(e) => Some(e.to_string()),
-    };
-    if let Err(e) = run.kill_group() {
-        tracing::debug!("killing a shell hook's process group failed: {e}");
-    }
-    let settled = run.pump(Instant::now() + grace).unwrap_or(false);
-    match failure {
-        Some(error) => Ended::Failed(error),
-        None => Ended::TimedOut { settled },
-    }
-}
-
-/// One output pipe being read into a capped buffer.
-struct Capture {
-    pipe: Option<File>,
-    kept: Vec<u8>,
-    dropped: u64,
-}
-
-impl Capture {
-    fn new(pipe: Option<OwnedFd>) -> io::Result<Capture> {
-        let pipe = pipe.map(File::from);
-        if let Some(p) = &pipe {
-            set_nonblocking(p.as_raw_fd())?;
-        }
-        Ok(Capture {
-            pipe,
-            kept: Vec::new(),
-            dropped: 0,
-        })
-    }
-
-    /// Reads what is available; closes the pipe at end of file.
-    fn read_available(&mut self, scratch: &mut [u8]) {
-        let Some(pipe) = &mut self.pipe else { return };
-        // A bounded number of reads per wake-up, so a flood cannot starve the deadline check.
-        for _ in 0..16 {
-            match pipe.read(scratch) {
-                Ok(0) => {
-                    self.pipe = None;
-                    return;
-                }
-                Ok(n) => {
-                    let keep = n.min(OUTPUT_CAP - self.kept.len());
-                    self.kept.extend_from_slice(&scratch[..keep]);
-                    self.dropped += (n - keep) as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    self.pipe = None;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// A spawned hook process being fed and drained.
-struct Running<'a> {
-    child: Child,
-    pidfd: Option<OwnedFd>,
-    stdin: Option<File>,
-    input: &'a [u8],
-    written: usize,
-    stdout: Capture,
-    stderr: Capture,
-    status: Option<ExitStatus>,
-    scratch: Vec<u8>,
-    /// Polling interval while no pidfd tells us about the exit.
-    tick: Duration,
-}
-
-impl<'a> Running<'a> {
-    fn new(mut child: Child, input: &'a [u8]) -> Result<Running<'a>, (Child, io::Error)> {
-        let stdin = child.stdin.take().map(OwnedFd::from).map(File::from);
-        let stdout = child.stdout.take().map(OwnedFd::from);
-        let stderr = child.stderr.take().map(OwnedFd::from);
-        let setup = || -> io::Result<(Capture, Capture)> {
-            if let Some(s) = &stdin {
-                set_nonblocking(s.as_raw_fd())?;
-            }
-            Ok((Capture::new(stdout)?, Capture::new(stderr)?))
-        };
-        let (stdout, stderr) = match setup() {
-            Ok(captures) => captures,
-            Err(e) => return Err((child, e)),
-        };
-        let pidfd = pidfd_open(child.id());
-        let mut running = Running {
-            child,
-            pidfd,
-            stdin: if input.is_empty() { None } else { stdin },
-            input,
-            written: 0,
-            stdout,
-            stderr,
-            status: None,
-            scratch: vec![0; 64 * 1024],
-            tick: Duration::from_micros(500),
-        };
-        running.write_available();
-        Ok(running)
-    }
-
-    fn complete(&self) -> bool {
-        self.status.is_some() && self.stdout.pipe.is_none() && self.stderr.pipe.is_none()
-    }
-
-    /// Writes as much of the payload as the pipe takes; closes stdin when done or when the
-    /// reader has gone (a script that never reads its stdin is fine).
-    fn write_available(&mut self) {
-        let Some(stdin) = &mut self.stdin else { return };
-        loop {
-            match stdin.write(&self.input[self.written..]) {
-                Ok(n) => {
-                    self.written += n;
-                    if self.written >= self.input.len() {
-                        self.stdin = None;
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    self.stdin = None; // EPIPE: the hook exited or closed its stdin
-                    return;
-                }
-            }
-        }
-    }
-
-    fn check_exit(&mut self) {
-        if self.status.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                self.status = Some(status);
-                self.pidfd = None;
-            }
-        }
-    }
-
-    fn finish(mut self, ended: Ended, started: Instant) -> RunResult {
-        let mut result = RunResult::default();
-        match ended {
-            Ended::Completed => {
-                result.returncode = self
-                    .status
-                    .and_then(|s| s.code().or_else(|| s.signal().map(|signal| -signal)));
-            }
-            Ended::TimedOut { .. } => result.timed_out = true,
-            Ended::Failed(error) => result.error = Some(error),
-        }
-        result.stdout = String::from_utf8_lossy(&self.stdout.kept).into_owned();
-        result.stderr = String::from_utf8_lossy(&self.stderr.kept).into_owned();
-        result.stdout_dropped = self.stdout.dropped;
-        result.stderr_dropped = self.stderr.dropped;
-        // Close our ends of the pipes (a process outside the group may still hold the other
-        // ends) and make sure the killed leader is reaped, in the background if need be.
-        self.stdin = None;
-        self.stdout.pipe = None;
-        self.stderr.pipe = None;
-        self.check_exit();
-        if self.status.is_none() {
-            let mut child = self.child;
-            std::thread::spawn(move || child.wait());
-        }
-        result.elapsed = started.elapsed();
-        result
-    }
-}
-
-impl Supervised for Running<'_> {
-    fn pump(&mut self, until: Instant) -> io::Result<bool> {
-        loop {
-            self.check_exit();
-            if self.complete() {
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if now >= until {
-                return Ok(false);
-            }
-            let mut wait = until - now;
-            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-            let mut slots = [usize::MAX; 4]; // stdin, stdout, stderr, pidfd
-            let mut add = |slot: usize, fd: RawFd, events: libc::c_short| {
-                slots[slot] = fds.len();
-                fds.push(libc::pollfd {
-                    fd,
-                    events,
-                    revents: 0,
-                });
-            };
-            if let Some(f) = &self.stdin {
-                add(0, f.as_raw_fd(), libc::POLLOUT);
-            }
-            if let Some(f) = &self.stdout.pipe {
-                add(1, f.as_raw_fd(), libc::POLLIN);
-            }
-            if let Some(f) = &self.stderr.pipe {
-                add(2, f.as_raw_fd(), libc::POLLIN);
-            }
-            match (&self.pidfd, self.status) {
-                (Some(fd), None) => add(3, fd.as_raw_fd(), libc::POLLIN),
-                (None, None) => {
-                    wait = wait.min(self.tick);
-                    self.tick = (self.tick * 2).min(Duration::from_millis(20));
-                }
-                (_, Some(_)) => {}
-            }
-            let millis = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-            // SAFETY: `fds` is a valid, initialised array of `fds.len()` pollfd structs that
-            // outlives the call; every fd in it is owned by `self` and open.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
-            let ready = |slot: usize| slots[slot] != usize::MAX && fds[slots[slot]].revents != 0;
-            if ready(0) {
-                self.write_available();
-            }
-            if ready(1) {
-                self.stdout.read_available(&mut self.scratch);
-            }
-            if ready(2) {
-                self.stderr.read_available(&mut self.scratch);
-            }
-        }
-    }
-
-    fn kill_group(&mut self) -> io::Result<()> {
-        kill_group(self.child.id())
-    }
-}
-
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on an fd we own; F_GETFL/F_SETFL do not touch memory.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// A pidfd for `pid` (readable once the process exits), or `None` where the kernel has none.
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: the pidfd_open syscall takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the syscall returned a fresh fd that nothing else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A run that completes on its n-th pump (or never) and counts kills.
-    struct Mock {
-        pumps: usize,
-        completes_on_pump: Option<usize>,
-        kills: usize,
-        kill_fails: bool,
-        pump_fails: bool,
-    }
-
-    impl Mock {
-        fn new(completes_on_pump: Option<usize>) -> Mock {
-            Mock {
-                pumps: 0,
-                completes_on_pump,
-                kills: 0,
-                kill_fails: false,
-                pump_fails: false,
-            }
-        }
-    }
-
-    impl Supervised for Mock {
-        fn pump(&mut self, _until: Instant) -> io::Result<bool> {
-            self.pumps += 1;
-            if self.pump_fails && self.pumps == 1 {
-                return Err(io::Error::other("poll broke"));
-            }
-            Ok(self.completes_on_pump.is_some_and(|n| self.pumps >= n))
-        }
-        fn kill_group(&mut self) -> io::Result<()> {
-            self.kills += 1;
-            if self.kill_fails {
-                Err(io::Error::other("EPERM"))
-            } else {
-                Ok(())
-            }
-        }
-    }
-
-    fn far() -> Instant {
-        Instant::now() + Duration::from_secs(3600)
-    }
-
-    #[test]
-    fn a_run_that_completes_in_time_is_never_killed() {
-        let mut run = Mock::new(Some(1));
-        assert_eq!(supervise(&mut run, far(), Duration::ZERO), Ended::Completed);
-        assert_eq!((run.pumps, run.kills), (1, 0));
-    }
-
-    #[test]
-    fn a_run_past_its_deadline_is_killed_once_and_then_settles() {
-        let mut run = Mock::new(Some(2));
-        assert_eq!(
-            supervise(&mut run, Instant::now(), Duration::ZERO),
-            Ended::TimedOut { settled: true }
-        );
-        assert_eq!((run.pumps, run.kills), (2, 1));
-    }
-
-    #[test]
-    fn a_run_that_never_settles_after_the_kill_still_returns() {
-        let mut run = Mock::new(None);
-        assert_eq!(
-            supervise(&mut run, Instant::now(), Duration::ZERO),
-            Ended::TimedOut { settled: false }
-        );
-        assert_eq!(run.kills, 1);
-    }
-
-    #[test]
-    fn a_failing_kill_does_not_stop_the_timeout_path() {
-        let mut run = Mock::new(Some(2));
-        run.kill_fails = true;
-        assert_eq!(
-            supervise(&mut run, Instant::now(), Duration::ZERO),
-            Ended::TimedOut { settled: true }
-        );
-    }
-
-    #[test]
-    fn a_wait_error_kills_the_group_and_is_reported() {
-        let mut run = Mock::new(Some(2));
-        run.pump_fails = true;
-        assert_eq!(
-            supervise(&mut run, far(), Duration::ZERO),
-            Ended::Failed("poll broke".into())
-        );
-        assert_eq!(run.kills, 1);
-    }
 
     #[test]
     fn words_split_like_shlex_with_hash_as_text() {

@@ -4,12 +4,12 @@
 //! Tools return the text the model sees. Failures are results too (`{"error": ...}`), never
 //! a panic or an early exit of the loop.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use hermes_host::process::{self, Ended, Run};
 
 /// How much terminal output the model sees; the rest is cut with a note.
 pub const TERMINAL_OUTPUT_LIMIT: usize = 8 * 1024;
@@ -29,7 +29,9 @@ pub struct TerminalRun {
 }
 
 /// Runs `command` with `sh -c` in `cwd`, in its own process group, until it exits, its
-/// timeout passes, or `interrupt` is set (then the whole group is killed).
+/// timeout passes, or `interrupt` is set (then the whole group is killed). When the command
+/// itself exits, whatever it left running in its group is killed too, so its output is
+/// complete when the command is.
 pub fn run_terminal(
     command: &str,
     cwd: &Path,
@@ -39,13 +41,16 @@ pub fn run_terminal(
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("exec 2>&1; {command}"))
-        .current_dir(cwd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    let how = Run::new()
+        .capture_stdout(TERMINAL_READ_CAP)
+        .timeout(timeout)
+        .interrupt(interrupt)
+        .kill_group_on_exit();
+    let out = match process::run(&mut cmd, &how) {
+        Ok(out) => out,
         Err(e) => {
             return TerminalRun {
                 output: format!("cannot start sh: {e}"),
@@ -54,49 +59,14 @@ pub fn run_terminal(
             };
         }
     };
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        if let Some(mut s) = stdout {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if out.len() < TERMINAL_READ_CAP {
-                    out.extend_from_slice(&buf[..n.min(TERMINAL_READ_CAP - out.len())]);
-                }
-            }
-        }
-        out
-    });
-    let started = Instant::now();
-    let pid = child.id();
-    let mut stopped = None;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) => {}
-            Err(_) => break None,
-        }
-        if interrupt.load(Ordering::SeqCst) {
-            stopped = Some("interrupted");
-        } else if started.elapsed() > timeout {
-            stopped = Some("timed out");
-        }
-        if stopped.is_some() {
-            let _ = hermes_host::process::kill_group(pid);
-            break child.wait().ok();
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let stopped = match out.ended {
+        Ended::Completed | Ended::Failed(_) => None,
+        Ended::TimedOut { .. } => Some("timed out"),
+        Ended::Interrupted { .. } => Some("interrupted"),
     };
-    // The direct child is gone; background children holding the pipe get the group kill.
-    let _ = hermes_host::process::kill_group(pid);
-    let output = reader.join().unwrap_or_default();
-    let returncode = status.and_then(|s| s.code()).map_or(-1, i64::from);
     TerminalRun {
-        output: String::from_utf8_lossy(&output).into_owned(),
-        returncode,
+        output: out.stdout.lossy(),
+        returncode: out.status.and_then(|s| s.code()).map_or(-1, i64::from),
         stopped,
     }
 }

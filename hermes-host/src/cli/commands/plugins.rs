@@ -11,6 +11,7 @@ use hermes_hooks_abi::core::{HostCalls, HostCalls_TO};
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::plugins::{HOST_ABI_VERSION, Manifest, PluginReport};
+use hermes_host::process;
 use hermes_host::registry::FiringRecord;
 use serde_json::json;
 
@@ -411,6 +412,9 @@ fn rewrite_library(manifest: &str, file_name: &str) -> anyhow::Result<String> {
     Ok(yaml_serde::to_string(&value)?)
 }
 
+/// How much of cargo's JSON output `install` reads.
+const CARGO_OUTPUT_CAP: usize = 256 << 20;
+
 /// Runs cargo and returns the cdylib it produced.
 fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -423,7 +427,13 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
         cmd.arg("--release");
     }
     cmd.stderr(std::process::Stdio::inherit());
-    let output = match cmd.output() {
+    // Cargo shares hermes's process group, so Ctrl-C stops the build with hermes; its JSON
+    // messages are captured (a big workspace prints a few MiB of them), its errors go to the
+    // terminal as they happen.
+    let how = process::Run::new()
+        .capture_stdout(CARGO_OUTPUT_CAP)
+        .shared_group();
+    let output = match process::run(&mut cmd, &how) {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!(
@@ -432,13 +442,20 @@ fn build_cdylib(crate_dir: &Path, debug: bool) -> anyhow::Result<PathBuf> {
         }
         Err(e) => bail!("cannot run cargo: {e}"),
     };
-    if !output.status.success() {
+    if !output.status.is_some_and(|s| s.success()) {
         bail!(
             "cargo build failed for {} (its errors are above); fix them and run install again",
             crate_dir.display()
         );
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    if output.stdout.dropped > 0 {
+        bail!(
+            "cargo printed more than {} MiB of build messages for {}; build it with cargo and install the library file",
+            CARGO_OUTPUT_CAP >> 20,
+            crate_dir.display()
+        );
+    }
+    let stdout = output.stdout.lossy();
     let cdylib = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
