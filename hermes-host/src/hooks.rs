@@ -32,6 +32,12 @@ pub enum ConsentPolicy {
     /// Approve every unapproved hook and record it (`--accept-hooks`). A script whose
     /// content changed since its approval is still not run.
     AcceptAndRecord,
+    /// Approve every unapproved hook for this load only, writing nothing (a benchmark or
+    /// a dry run that must leave the home as it found it).
+    AcceptForThisRun,
+    /// Run only allowlisted hooks and write nothing, not even an approval that
+    /// `hooks_auto_accept: true` in `config.yaml` would record.
+    ReadOnly,
 }
 
 /// How [`Hooks::load`] loads.
@@ -195,6 +201,8 @@ impl Hooks {
             let consent = match options.consent {
                 ConsentPolicy::AllowlistedOnly => Consent::Refuse,
                 ConsentPolicy::AcceptAndRecord => Consent::Accept,
+                ConsentPolicy::AcceptForThisRun => Consent::AcceptForThisRun,
+                ConsentPolicy::ReadOnly => Consent::ReadOnly,
                 ConsentPolicy::PromptOnTerminal => {
                     use std::io::IsTerminal;
                     if stdin.is_terminal() {

@@ -3,6 +3,7 @@
 
 use hermes_hooks_abi::core::Field;
 use hermes_hooks_abi::hooks::{self, FieldKind};
+use serde_json::{Value, json};
 
 /// A payload that owns its text, so it can be built from JSON and lent out as fields.
 ///
@@ -92,4 +93,61 @@ fn from_value(v: &serde_json::Value) -> Owned {
         serde_json::Value::String(s) => Owned::Str(s.clone()),
         other => Owned::Json(other.to_string()),
     }
+}
+
+/// The reference's synthetic keyword arguments of `event` (`hermes hooks test`'s payloads,
+/// also what `hermes bench` fires by default): a `terminal` call for tool events, a test
+/// session for session events. `None` for events the reference has none for.
+///
+/// ```
+/// let p = hermes_host::payload::synthetic("pre_tool_call").unwrap();
+/// assert_eq!(p["tool_name"], "terminal");
+/// assert!(hermes_host::payload::synthetic("transform_llm_output").is_none());
+/// ```
+pub fn synthetic(event: &str) -> Option<Value> {
+    let tool = json!({
+        "tool_name": "terminal", "args": {"command": "echo hello"},
+        "session_id": "test-session", "task_id": "test-task", "tool_call_id": "test-call",
+    });
+    let session = json!({"session_id": "test-session"});
+    Some(match event {
+        "pre_tool_call" => tool,
+        "post_tool_call" => {
+            let mut v = tool;
+            v["result"] = json!("{\"output\": \"hello\"}");
+            v["duration_ms"] = json!(42);
+            v
+        }
+        "pre_llm_call" => json!({
+            "session_id": "test-session", "user_message": "What is the weather?",
+            "conversation_history": [], "is_first_turn": true, "model": "gpt-4", "platform": "cli",
+        }),
+        "post_llm_call" => {
+            json!({"session_id": "test-session", "model": "gpt-4", "platform": "cli"})
+        }
+        "on_session_start" | "on_session_end" | "on_session_finalize" | "on_session_reset" => {
+            session
+        }
+        "pre_api_request" => json!({
+            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
+            "model": "claude-sonnet-4-6", "provider": "anthropic",
+            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
+            "api_call_count": 1, "message_count": 4, "tool_count": 12,
+            "approx_input_tokens": 2048, "request_char_count": 8192, "max_tokens": 4096,
+        }),
+        "post_api_request" => json!({
+            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
+            "model": "claude-sonnet-4-6", "provider": "anthropic",
+            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
+            "api_call_count": 1, "api_duration": 1.234,
+            "finish_reason": "stop", "message_count": 4, "response_model": "claude-sonnet-4-6",
+            "usage": {"input_tokens": 2048, "output_tokens": 512},
+        }),
+        "subagent_stop" => json!({
+            "parent_session_id": "parent-sess", "child_role": null,
+            "child_summary": "Synthetic summary for hooks test", "child_status": "completed",
+            "duration_ms": 1234,
+        }),
+        _ => return None,
+    })
 }

@@ -62,6 +62,28 @@ pub trait ExternalHook: Send + Sync {
     fn identity(&self) -> Option<String> {
         None
     }
+    /// Runs the hook like [`run`](Self::run) and returns, beside the answer, the problems
+    /// it handled itself (a timeout, a non-zero exit, unparsable output) instead of logging
+    /// them, so a caller that counts failures (a benchmark) can see them.
+    fn run_reporting(&self, event: &EventView<'_>) -> (HookResult, Vec<String>) {
+        (self.run(event), Vec::new())
+    }
+    /// The process this hook would start for `event`, for measuring it bare against the
+    /// host's handling of it. `None`: the hook starts no process.
+    fn subprocess(&self, _event: &EventView<'_>) -> Option<Subprocess> {
+        None
+    }
+}
+
+/// A command line and the standard input an external hook would give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subprocess {
+    /// The command line, as configured.
+    pub command: String,
+    /// What it reads on stdin.
+    pub stdin: String,
+    /// The hook's timeout.
+    pub timeout: Duration,
 }
 
 /// Which hook system a callback belongs to.
@@ -170,6 +192,7 @@ pub struct Registry {
     /// Hooks this interface version does not know (kept, as the reference keeps them).
     unknown: Vec<(String, HookEntries)>,
     trace: Option<Arc<dyn TraceSink>>,
+    failures: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// One hook's callbacks and its combining rule.
@@ -277,6 +300,12 @@ impl Registry {
         self.trace = Some(sink);
     }
 
+    /// Counts in `counter` every callback answer that is a failure (an error or a caught
+    /// panic) from now on. Costs nothing while callbacks succeed; a benchmark uses it.
+    pub fn count_failures(&mut self, counter: Arc<std::sync::atomic::AtomicU64>) {
+        self.failures = Some(counter);
+    }
+
     /// The entries of `hook`, in registry order.
     pub fn entries(&self, hook: &str) -> &[Entry] {
         self.slot(hook).map_or(&[], |h| h.entries.as_slice())
@@ -357,6 +386,9 @@ impl Registry {
         let view = EventView::new(hook, fields, host);
         let mut combiner = Combiner::new(kind);
         self.each_answer(&view, entries, |entry, answer| {
+            if let (Err(_), Some(counter)) = (&answer, &self.failures) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             combiner.take(hook, entry, answer)
         });
         combiner.finish()

@@ -56,7 +56,7 @@ use spawn::RunResult;
 use wire::{Decision, Stdout};
 
 use crate::home::{Config, Home};
-use crate::registry::{Callback, ExternalHook, HookResult, Registry, Source};
+use crate::registry::{Callback, ExternalHook, HookResult, Registry, Source, Subprocess};
 
 /// How to treat a configured hook that is not yet approved.
 pub enum Consent<'a> {
@@ -66,6 +66,12 @@ pub enum Consent<'a> {
     Ask(&'a mut dyn Prompter),
     /// Do not run it (no terminal to ask at), with the reference's warning.
     Refuse,
+    /// Approve it for this run only: nothing is written to the allowlist (`hermes bench
+    /// --accept-hooks`, which must leave the home as it found it).
+    AcceptForThisRun,
+    /// Like [`Consent::Refuse`], and nothing is written either: a hook that
+    /// `hooks_auto_accept: true` approves runs for this run only (`hermes bench`).
+    ReadOnly,
 }
 
 /// What [`register_from_config`] did.
@@ -109,10 +115,19 @@ pub fn register_from_config(
         registered: Vec::new(),
         warnings: parsed.warnings,
     };
-    let accept = matches!(consent, Consent::Accept) || config::auto_accept(config);
+    let accept = matches!(consent, Consent::Accept | Consent::AcceptForThisRun)
+        || config::auto_accept(config);
+    let records = !matches!(consent, Consent::AcceptForThisRun | Consent::ReadOnly);
     let mut prompter = match consent {
         Consent::Ask(p) => Some(p),
-        Consent::Accept | Consent::Refuse => None,
+        Consent::Accept | Consent::Refuse | Consent::AcceptForThisRun | Consent::ReadOnly => None,
+    };
+    let record = |allowlist: &Allowlist, spec: &ShellHookSpec, report: &mut ShellReport| {
+        if records {
+            record(allowlist, spec, report)
+        } else {
+            script::sha256(&spec.command)
+        }
     };
     let allowlist = Allowlist::new(home);
     for spec in parsed.specs {
@@ -296,11 +311,21 @@ impl ExternalHook for ShellHook {
     }
 
     fn run(&self, event: &EventView<'_>) -> HookResult {
+        let (answer, warnings) = self.run_reporting(event);
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        answer
+    }
+
+    fn run_reporting(&self, event: &EventView<'_>) -> (HookResult, Vec<String>) {
         let spec = &self.spec;
         if !self.content_ok() {
-            tracing::warn!("{}", changed_warning(spec));
             let refusal = fail_closed(spec, "script changed since approval");
-            return Ok(refusal.map(|d| d.to_reply()));
+            return (
+                Ok(refusal.map(|d| d.to_reply())),
+                vec![changed_warning(spec)],
+            );
         }
         let stdin = wire::serialize_payload(&spec.event, &wire::kwargs_from_view(event, true));
         let run = spawn::run(
@@ -318,10 +343,18 @@ impl ExternalHook for ShellHook {
                 stderr.chars().take(400).collect::<String>()
             );
         }
-        for warning in &evaluation.warnings {
-            tracing::warn!("{warning}");
-        }
-        Ok(evaluation.decision.and_then(|d| reply_for(&spec.event, d)))
+        (
+            Ok(evaluation.decision.and_then(|d| reply_for(&spec.event, d))),
+            evaluation.warnings,
+        )
+    }
+
+    fn subprocess(&self, event: &EventView<'_>) -> Option<Subprocess> {
+        Some(Subprocess {
+            command: self.spec.command.clone(),
+            stdin: wire::serialize_payload(&self.spec.event, &wire::kwargs_from_view(event, true)),
+            timeout: Duration::from_secs(self.spec.timeout),
+        })
     }
 
     fn priority(&self) -> i64 {

@@ -152,6 +152,7 @@ impl Agent {
         let outcome = self.registry.fire(hook, fields);
         self.tracer.fired(
             hook,
+            fields,
             self.registry.entries(hook).len(),
             &outcome,
             started.elapsed(),
@@ -163,8 +164,8 @@ impl Agent {
     pub fn emit(&self, event: &str, context: Value) {
         if let Some(gateway) = &self.gateway {
             let hooks = gateway.resolve(event).len();
+            self.tracer.gateway(event, &context, hooks);
             gateway.emit(event, context);
-            self.tracer.gateway(event, hooks);
         }
     }
 

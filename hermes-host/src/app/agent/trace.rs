@@ -5,7 +5,9 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use hermes_hooks_abi::core::{EventView, Field, no_host_calls};
 use hermes_host::registry::{DispatchVerdict, FiringRecord, Outcome, TraceSink};
+use hermes_host::shell::wire::kwargs_from_view;
 
 /// How the trace is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +57,11 @@ pub struct TraceRecord {
     /// For `fire` records: how many callbacks the hook had.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callbacks: Option<usize>,
+    /// In JSON traces, for `fire` records the payload's fields (as shell hooks receive
+    /// them) and for `gateway` records the event's context, so `hermes bench --replay` can
+    /// fire the run again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
 }
 
 /// Writes trace records as they happen (and keeps none: a gateway runs for weeks).
@@ -72,9 +79,22 @@ impl Tracer {
         }
     }
 
-    /// Records that `hook` fired at `callbacks` callbacks and what the combined outcome was.
-    pub fn fired(&self, hook: &str, callbacks: usize, outcome: &Outcome, took: Duration) {
+    /// Records that `hook` fired at `callbacks` callbacks with `fields`, and what the
+    /// combined outcome was.
+    pub fn fired(
+        &self,
+        hook: &str,
+        fields: &[Field<'_>],
+        callbacks: usize,
+        outcome: &Outcome,
+        took: Duration,
+    ) {
+        let payload = (self.format == TraceFormat::Json).then(|| {
+            let view = EventView::new(hook, fields, no_host_calls());
+            serde_json::Value::Object(kwargs_from_view(&view, false))
+        });
         self.write(TraceRecord {
+            payload,
             kind: "fire",
             system: "agent",
             hook: hook.to_string(),
@@ -86,9 +106,11 @@ impl Tracer {
         });
     }
 
-    /// Records a gateway event.
-    pub fn gateway(&self, event: &str, hooks: usize) {
+    /// Records a gateway event and its context.
+    pub fn gateway(&self, event: &str, context: &serde_json::Value, hooks: usize) {
+        let payload = (self.format == TraceFormat::Json).then(|| context.clone());
         self.write(TraceRecord {
+            payload,
             kind: "gateway",
             system: "gateway",
             hook: event.to_string(),
@@ -129,6 +151,7 @@ impl TraceSink for Tracer {
             duration_us: r.duration.as_micros() as u64,
             error: r.error,
             callbacks: None,
+            payload: None,
         });
     }
 }

@@ -114,6 +114,7 @@ fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> Dispatch
     let callbacks = registry.entries(GatewayDispatchEvent::HOOK).len();
     core.agent.tracer.fired(
         GatewayDispatchEvent::HOOK,
+        &event.fields(),
         callbacks,
         &Outcome::Dispatch(verdict.clone()),
         started.elapsed(),

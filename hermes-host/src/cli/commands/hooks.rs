@@ -219,55 +219,6 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// The reference's synthetic keyword arguments per event, for `test` and `doctor`.
-fn synthetic_payload(event: &str) -> Option<Value> {
-    let tool = json!({
-        "tool_name": "terminal", "args": {"command": "echo hello"},
-        "session_id": "test-session", "task_id": "test-task", "tool_call_id": "test-call",
-    });
-    let session = json!({"session_id": "test-session"});
-    Some(match event {
-        "pre_tool_call" => tool,
-        "post_tool_call" => {
-            let mut v = tool;
-            v["result"] = json!("{\"output\": \"hello\"}");
-            v["duration_ms"] = json!(42);
-            v
-        }
-        "pre_llm_call" => json!({
-            "session_id": "test-session", "user_message": "What is the weather?",
-            "conversation_history": [], "is_first_turn": true, "model": "gpt-4", "platform": "cli",
-        }),
-        "post_llm_call" => {
-            json!({"session_id": "test-session", "model": "gpt-4", "platform": "cli"})
-        }
-        "on_session_start" | "on_session_end" | "on_session_finalize" | "on_session_reset" => {
-            session
-        }
-        "pre_api_request" => json!({
-            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
-            "model": "claude-sonnet-4-6", "provider": "anthropic",
-            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
-            "api_call_count": 1, "message_count": 4, "tool_count": 12,
-            "approx_input_tokens": 2048, "request_char_count": 8192, "max_tokens": 4096,
-        }),
-        "post_api_request" => json!({
-            "session_id": "test-session", "task_id": "test-task", "platform": "cli",
-            "model": "claude-sonnet-4-6", "provider": "anthropic",
-            "base_url": "https://api.anthropic.com", "api_mode": "anthropic_messages",
-            "api_call_count": 1, "api_duration": 1.234,
-            "finish_reason": "stop", "message_count": 4, "response_model": "claude-sonnet-4-6",
-            "usage": {"input_tokens": 2048, "output_tokens": 512},
-        }),
-        "subagent_stop" => json!({
-            "parent_session_id": "parent-sess", "child_role": null,
-            "child_summary": "Synthetic summary for hooks test", "child_status": "completed",
-            "duration_ms": 1234,
-        }),
-        _ => return None,
-    })
-}
-
 fn unknown_event(event: &str) {
     println!("Unknown event: {}", repr_str(event));
     println!(
@@ -333,7 +284,7 @@ fn test(
         unknown_event(event);
         return Ok(ExitStatus::Success);
     }
-    let mut payload: Map<String, Value> = synthetic_payload(event)
+    let mut payload: Map<String, Value> = hermes_host::payload::synthetic(event)
         .and_then(|v| v.as_object().cloned())
         .unwrap_or_else(|| {
             let mut m = Map::new();
@@ -593,7 +544,8 @@ fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
             "ℹ skipped JSON smoke test — script changed since approval. Re-approve it first, then re-run `hermes hooks doctor`.",
         ));
     } else if executable {
-        let kwargs = synthetic_payload(&spec.event).unwrap_or_else(|| json!({"extra": {}}));
+        let kwargs =
+            hermes_host::payload::synthetic(&spec.event).unwrap_or_else(|| json!({"extra": {}}));
         let kwargs = kwargs.as_object().cloned().unwrap_or_default();
         let (run, _) = shell::run_once(spec, &kwargs);
         let secs = float_repr(run.elapsed_seconds());
@@ -783,8 +735,8 @@ mod tests {
             "on_session_end",
             "subagent_stop",
         ] {
-            assert!(synthetic_payload(event).is_some(), "{event}");
+            assert!(hermes_host::payload::synthetic(event).is_some(), "{event}");
         }
-        assert!(synthetic_payload("transform_llm_output").is_none());
+        assert!(hermes_host::payload::synthetic("transform_llm_output").is_none());
     }
 }
