@@ -25,5 +25,7 @@ mod cli;
 mod template;
 // The shell-hook JSON Schemas: committed files match the generator; real payloads validate.
 mod schema;
+// `hermes bench` on real hooks: measurements, baselines, gates, exit codes.
+mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.
 mod docs;

@@ -247,7 +247,7 @@ fn answers_the_host_acts_on_validate_and_malformed_ones_do_not() {
 /// Validates `value` against `schema` (with `root` for `$ref`), for the subset of JSON Schema
 /// 2020-12 the generator emits. A keyword it does not know fails, so a schema can never
 /// carry a constraint this test silently skips.
-fn validate(root: &Value, schema: &Value, value: &Value) -> Result<(), String> {
+pub(crate) fn validate(root: &Value, schema: &Value, value: &Value) -> Result<(), String> {
     let Some(obj) = schema.as_object() else {
         return Err(format!("a schema must be an object: {schema}"));
     };
@@ -304,6 +304,13 @@ fn validate(root: &Value, schema: &Value, value: &Value) -> Result<(), String> {
                     }
                 } else if arg != &Value::Bool(true) {
                     return Err(format!("unsupported additionalProperties {arg}"));
+                }
+            }
+            "items" => {
+                if let Some(items) = value.as_array() {
+                    for (i, item) in items.iter().enumerate() {
+                        validate(root, arg, item).map_err(|e| format!("[{i}]: {e}"))?;
+                    }
                 }
             }
             "anyOf" => {

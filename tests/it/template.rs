@@ -150,7 +150,8 @@ fn run_its_tests(crate_dir: &Path, name: &str, at_least: usize) {
     // The workspace's versions of every dependency: no network, and builds shared with the
     // test plugins in target/it.
     std::fs::copy(workspace().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
-    let out = run_ok(&mut cargo(crate_dir, &["test"]));
+    // `--all-targets` also runs benches/hooks.rs once in criterion's test mode.
+    let out = run_ok(&mut cargo(crate_dir, &["test", "--all-targets"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !stderr.contains(&format!("warning: `{name}`")),

@@ -51,6 +51,74 @@ pub enum Command {
         #[command(subcommand)]
         command: GatewayCommand,
     },
+    /// Measure what the installed hooks cost: native plugins, shell hooks and gateway hooks.
+    Bench(BenchArgs),
+}
+
+/// `hermes bench`.
+#[derive(Args, Debug)]
+#[command(
+    long_about = "Measure what the hooks installed in the home cost, loaded as an agent run loads them.\n\n\
+Hooks run for real, side effects included: a shell hook that posts to a server posts once per \
+firing. The bench writes nothing to the home (no allowlist, config or plugin file): shell hooks \
+that are not allowlisted are skipped with a note (approve them with `hermes hooks allow`, or pass \
+--accept-hooks to run them for this bench only).",
+    after_help = "Exit status:\n  0    every gate passed (or none was set)\n  1    a gate failed: a significant regression beyond --fail-on-regression, or a budget exceeded\n  2    bad usage or configuration: a bad budget, a missing baseline, an unknown event\n  130  interrupted (Ctrl-C); the results gathered so far are printed"
+)]
+pub struct BenchArgs {
+    /// Events to fire, such as pre_tool_call or agent:start [default: every event with a hook].
+    pub events: Vec<String>,
+    /// Only this hook system: native, shell or gateway (repeatable).
+    #[arg(long, value_name = "SYSTEM")]
+    pub system: Vec<String>,
+    /// Only hooks whose label (a plugin's `name::callback`, a shell hook's command, a gateway hook's name) matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    pub hook: Option<String>,
+    /// A JSON object merged over every synthetic payload.
+    #[arg(long, value_name = "FILE")]
+    pub payload_file: Option<std::path::PathBuf>,
+    /// Set tool_name of tool events (shell hooks whose matcher does not match it are not run).
+    #[arg(long, value_name = "TOOL")]
+    pub for_tool: Option<String>,
+    /// Fire the events recorded in a `hermes run --trace json` trace, with their payloads.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["payload_file", "for_tool"])]
+    pub replay: Option<std::path::PathBuf>,
+    /// Warm-up firings per measurement [default: 5 firings or 1 s, whichever comes first].
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// Firings per measurement (per thread); overrides --duration.
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u64>,
+    /// How long each measurement runs, such as 500ms or 10s.
+    #[arg(long, value_name = "DURATION", default_value = "300ms")]
+    pub duration: String,
+    /// Fire from N threads at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: usize,
+    /// Print the results as JSON (schema/bench.schema.json) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a self-contained HTML report with latency plots to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    /// Save this run as baseline NAME.
+    #[arg(long, value_name = "NAME")]
+    pub save_baseline: Option<String>,
+    /// Compare with baseline NAME.
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
+    /// Where baselines live [default: $HERMES_HOME/bench].
+    #[arg(long, value_name = "DIR")]
+    pub baseline_dir: Option<std::path::PathBuf>,
+    /// Exit 1 when a hook or event is significantly slower than the baseline by more than PCT percent.
+    #[arg(long, value_name = "PCT", requires = "baseline")]
+    pub fail_on_regression: Option<f64>,
+    /// Exit 1 when EVENT's statistic exceeds DURATION, such as pre_tool_call=40ms (repeatable; adds to bench.budgets in config.yaml).
+    #[arg(long, value_name = "EVENT=DURATION")]
+    pub budget: Vec<String>,
+    /// The statistic budgets limit: p50, p90, p99, max or mean.
+    #[arg(long, value_name = "STAT", default_value = "p99")]
+    pub budget_stat: String,
 }
 
 #[derive(Subcommand, Debug)]

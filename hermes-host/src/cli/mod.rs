@@ -52,7 +52,13 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             };
         }
     };
-    init_logging();
+    // A benchmark fires a failing hook thousands of times; it counts the failures itself and
+    // shows the first, so the per-firing warnings are off unless asked for.
+    init_logging(if matches!(cli.command, args::Command::Bench(_)) {
+        "error"
+    } else {
+        "warn"
+    });
     let settings = Settings::resolve(&cli.global);
     match commands::run(cli.command, &settings) {
         Ok(status) => status.into(),
@@ -63,16 +69,16 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-/// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `warn`, written
-/// to stderr.
-fn init_logging() {
+/// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `default`,
+/// written to stderr.
+fn init_logging(default: &str) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = std::env::var("HERMES_LOG")
         .ok()
         .or_else(|| std::env::var("RUST_LOG").ok())
         .and_then(|spec| EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
+        .unwrap_or_else(|| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

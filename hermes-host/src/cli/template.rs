@@ -41,6 +41,10 @@ pub const FILES: &[(&str, &str)] = &[
         "tests/plugin.rs",
         include_str!("../../plugin-template/tests/plugin.rs"),
     ),
+    (
+        "benches/hooks.rs",
+        include_str!("../../plugin-template/benches/hooks.rs"),
+    ),
 ];
 
 /// The hooks a new plugin starts with when none are asked for (the template's default).
