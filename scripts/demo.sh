@@ -65,3 +65,7 @@ export CARGO_TARGET_DIR="$root/target"
 (cd "$root/target/demo-plugin/my-guard" && cargo build --release)
 "$hermes" plugins install "$root/target/demo-plugin/my-guard"
 "$hermes" plugins fire pre_tool_call --payload '{"tool_name": "terminal", "args": {"command": "rm -rf /"}}'
+
+step "What the hooks cost: hermes bench (short measurements; docs/bench.md for the options)"
+"$hermes" bench --duration 100ms --html "$root/target/bench-demo.html"
+echo "Plots: $root/target/bench-demo.html"

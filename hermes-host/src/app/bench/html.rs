@@ -72,13 +72,7 @@ fn distribution(row: &Row) -> String {
             .y_label_area_size(50)
             .build_cartesian_2d(low..high, 0u32..top + top / 10 + 1);
         if let Ok(mut chart) = chart {
-            let _ = chart
-                .configure_mesh()
-                .x_desc("time per firing")
-                .y_desc("samples")
-                .x_label_formatter(&|v| human(*v))
-                .x_labels(6)
-                .draw();
+            let _ = chart.configure_mesh().x_labels(6).y_labels(4).draw();
             let _ = chart.draw_series(counts.iter().enumerate().map(|(i, &c)| {
                 let x0 = low + i as f64 * width;
                 Rectangle::new([(x0, 0), (x0 + width, c)], BLUE.mix(0.6).filled())
@@ -86,7 +80,33 @@ fn distribution(row: &Row) -> String {
         }
         let _ = root.present();
     }
-    svg + "\n"
+    // Plotters needs a font backend to lay out text, which would mean shipping a font or
+    // linking fontconfig; the labels are plain SVG text placed at the plot's known edges.
+    let (left, right, bottom) = (60.0, 890.0, 190.0);
+    let mut labels = String::new();
+    for k in 0..=5 {
+        let f = k as f64 / 5.0;
+        let anchor = match k {
+            0 => "start",
+            5 => "end",
+            _ => "middle",
+        };
+        labels.push_str(&text(
+            left + f * (right - left),
+            bottom + 16.0,
+            anchor,
+            &human(low + f * (high - low)),
+        ));
+    }
+    labels.push_str(&text(left - 6.0, 18.0, "end", &top.to_string()));
+    labels.push_str(&text(left - 6.0, bottom, "end", "0"));
+    labels.push_str(&text(
+        (left + right) / 2.0,
+        216.0,
+        "middle",
+        "time per firing (bars: samples)",
+    ));
+    with_labels(svg, &labels)
 }
 
 /// Horizontal bars: each row's median, so the hooks that make an event slow stand out.
@@ -108,18 +128,7 @@ fn breakdown(rows: &[&Row]) -> String {
             .y_label_area_size(260)
             .build_cartesian_2d(0.0..top * 1.1, 0..rows.len());
         if let Ok(mut chart) = chart {
-            let labels: Vec<String> = rows
-                .iter()
-                .map(|r| format!("{} ({})", r.hook, r.measure))
-                .collect();
-            let _ = chart
-                .configure_mesh()
-                .disable_y_mesh()
-                .y_labels(rows.len().max(1))
-                .y_label_formatter(&|i| labels.get(*i).cloned().unwrap_or_default())
-                .x_label_formatter(&|v| human(*v))
-                .x_labels(6)
-                .draw();
+            let _ = chart.configure_mesh().disable_y_mesh().x_labels(6).draw();
             let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
                 let color = if r.measure == "event" { RED } else { BLUE };
                 Rectangle::new(
@@ -130,7 +139,49 @@ fn breakdown(rows: &[&Row]) -> String {
         }
         let _ = root.present();
     }
-    svg + "\n"
+    let (left, right, top_px, bottom) = (270.0, 890.0, 10.0, f64::from(height) - 35.0);
+    let slot = (bottom - top_px) / rows.len().max(1) as f64;
+    let mut labels = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        // Row 0 is the lowest bar: cartesian y grows upwards.
+        let y = bottom - (i as f64 + 0.5) * slot + 4.0;
+        labels.push_str(&text(
+            left - 6.0,
+            y,
+            "end",
+            &format!("{} ({})", r.hook, r.measure),
+        ));
+        labels.push_str(&text(
+            left + 4.0,
+            y,
+            "start",
+            &human(r.series.quantile(0.5) as f64),
+        ));
+    }
+    labels.push_str(&text(left, bottom + 16.0, "start", "0"));
+    labels.push_str(&text(
+        right,
+        bottom + 16.0,
+        "end",
+        &format!("{} (median per firing)", human(top * 1.1)),
+    ));
+    with_labels(svg, &labels)
+}
+
+/// One SVG text element, escaped.
+fn text(x: f64, y: f64, anchor: &str, content: &str) -> String {
+    format!(
+        "<text x=\"{x:.0}\" y=\"{y:.0}\" text-anchor=\"{anchor}\" font-family=\"sans-serif\" font-size=\"11\">{}</text>\n",
+        escape(content)
+    )
+}
+
+/// `svg` with `labels` added just before its end.
+fn with_labels(svg: String, labels: &str) -> String {
+    match svg.rfind("</svg>") {
+        Some(end) => format!("{}{labels}{}\n", &svg[..end], &svg[end..]),
+        None => svg + "\n",
+    }
 }
 
 fn escape(text: &str) -> String {
