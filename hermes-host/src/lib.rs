@@ -59,6 +59,7 @@
 #![deny(missing_docs)]
 
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
+pub use plugins::isolation;
 
 pub mod gateway;
 pub mod home;

@@ -25,6 +25,8 @@ mod cli;
 mod template;
 // The shell-hook JSON Schemas: committed files match the generator; real payloads validate.
 mod schema;
+// isolation: process: a crashing, hanging or flooding plugin in a worker, survived.
+mod isolation;
 // `hermes bench` on real hooks: measurements, baselines, gates, exit codes.
 mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.

@@ -29,6 +29,7 @@ pub const PACKAGES: &[&str] = &[
     "noop",
     "gateway-ack",
     "noisy",
+    "crashy",
     // Not a plugin: the embedding example, a binary.
     "embed",
 ];

@@ -69,6 +69,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
+/// The log subscriber of a plugin worker: the host's default filter.
+pub fn init_worker_logging() {
+    init_logging("warn");
+}
+
 /// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `default`,
 /// written to stderr.
 fn init_logging(default: &str) {

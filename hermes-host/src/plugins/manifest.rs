@@ -29,6 +29,88 @@ pub struct Manifest {
     pub provides_hooks: Vec<String>,
     /// `config`: the plugin's own settings, handed to it as JSON.
     pub config: serde_json::Value,
+    /// `isolation`: `in-process` (default) or `process` (the library runs in a worker
+    /// process; see [`isolation`](crate::plugins::isolation)). `plugins.isolation.<name>` and
+    /// `plugins.isolation_default` in `config.yaml` override it. `None`: not set.
+    pub isolation: Option<Isolation>,
+    /// `timeout`: seconds an isolated plugin's callback may take before its worker is
+    /// killed and restarted (default 30).
+    pub timeout: Option<f64>,
+    /// `memory_limit`: bytes of address space an isolated plugin's worker may use
+    /// (`256MiB`, `1GiB`, or a number of bytes).
+    pub memory_limit: Option<u64>,
+    /// `fail_closed`: when an isolated plugin's worker dies during `pre_tool_call`, the
+    /// tool call is blocked instead of allowed.
+    pub fail_closed: bool,
+}
+
+/// Where a plugin's callbacks run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// In the host's process: nanosecond calls; a crash takes the host down.
+    #[default]
+    InProcess,
+    /// In a worker process of its own: microsecond calls; a crash is reported and survived.
+    Process,
+}
+
+impl Isolation {
+    /// `in-process` or `process`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::InProcess => "in-process",
+            Isolation::Process => "process",
+        }
+    }
+
+    /// Parses `in-process` / `process`.
+    ///
+    /// # Errors
+    ///
+    /// Any other text, with the two valid values.
+    pub fn parse(text: &str) -> Result<Isolation, String> {
+        match text {
+            "in-process" | "in_process" => Ok(Isolation::InProcess),
+            "process" => Ok(Isolation::Process),
+            other => Err(format!(
+                "isolation '{other}' is not known (valid: in-process, process)"
+            )),
+        }
+    }
+}
+
+/// Parses a size such as `256MiB`, `1GiB`, `512MB`, `4096`.
+///
+/// # Errors
+///
+/// Text that is not a number with an optional unit.
+///
+/// ```
+/// assert_eq!(hermes_host::plugins::parse_size("256MiB"), Ok(256 << 20));
+/// ```
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (try 256MiB or 1GiB)"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "'{text}' has an unknown unit '{other}' (use KiB, MiB or GiB)"
+            ));
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("'{text}' is too large"))
 }
 
 impl Manifest {
@@ -104,6 +186,28 @@ impl Manifest {
                 .map_err(|e| format!("`config` cannot be read as JSON: {e}"))?,
             None => serde_json::Value::Null,
         };
+        let isolation = match map.get("isolation") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(Isolation::parse(s)?),
+            Some(other) => {
+                return Err(format!(
+                    "`isolation` must be in-process or process, not {}",
+                    yaml_type_name(other)
+                ));
+            }
+        };
+        let timeout = match map.get("timeout") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => n.as_f64().filter(|t| *t > 0.0),
+            Some(_) => return Err("`timeout` must be a number of seconds".into()),
+        };
+        let memory_limit = match map.get("memory_limit") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(parse_size(s)?),
+            Some(Value::Number(n)) => n.as_u64(),
+            Some(_) => return Err("`memory_limit` must be a size such as 256MiB".into()),
+        };
+        let fail_closed = matches!(map.get("fail_closed"), Some(Value::Bool(true)));
         Ok(Manifest {
             name,
             version: text_of("version"),
@@ -112,6 +216,10 @@ impl Manifest {
             library,
             provides_hooks,
             config,
+            isolation,
+            timeout,
+            memory_limit,
+            fail_closed,
         })
     }
 }

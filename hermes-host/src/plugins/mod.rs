@@ -7,6 +7,7 @@
 //! file it concerns, and every other plugin still loads.
 
 mod discover;
+pub mod isolation;
 pub mod library_file;
 mod load;
 mod manifest;
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub use discover::{Candidate, DiscoverOptions, Status, discover};
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
-pub use manifest::Manifest;
+pub use manifest::{Isolation, Manifest, parse_size};
 
 use crate::home::{Config, Home};
 use crate::registry::Registry;
@@ -51,6 +52,10 @@ pub struct PluginReport {
     /// Linked into this binary (its crate built with the `static` feature), not loaded
     /// from a library; `library` is then `None`.
     pub linked_static: bool,
+    /// Where its callbacks run (see [`isolation`](crate::plugins::isolation)).
+    pub isolation: Isolation,
+    /// For an isolated plugin, its worker's pid at load.
+    pub worker_pid: Option<u32>,
 }
 
 impl PluginReport {
@@ -127,6 +132,8 @@ pub fn load_all(
             config: serde_json::Value::Null,
             settings: None,
             linked_static: candidate.linked.is_some(),
+            isolation: Isolation::InProcess,
+            worker_pid: None,
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
@@ -146,6 +153,19 @@ pub fn load_all(
             }
         };
         let path = candidate.dir.join(&manifest.library);
+        entry.isolation = match isolation_of(config, &manifest.name, manifest.isolation) {
+            Ok(isolation) => isolation,
+            Err(why) => {
+                tracing::warn!("{why}");
+                manifest.isolation.unwrap_or_default()
+            }
+        };
+        if entry.isolation == Isolation::Process && candidate.linked.is_none() {
+            let effective = effective_manifest(home, config, manifest, &mut entry);
+            load_isolated(&effective, &candidate.dir, &mut entry, registry, &path);
+            report.plugins.push(entry);
+            continue;
+        }
         // A plugin linked into this binary has no library to load and check.
         let register_entry = match candidate.linked {
             Some(linked) => {
@@ -274,6 +294,80 @@ fn register_error(library: &Path, error: &str) -> String {
         )
     } else {
         format!("{}: register() failed: {error}", library.display())
+    }
+}
+
+/// `plugins.isolation.<name>`, else the manifest's `isolation`, else
+/// `plugins.isolation_default`, else in-process.
+fn isolation_of(
+    config: &Config,
+    name: &str,
+    manifest: Option<Isolation>,
+) -> Result<Isolation, String> {
+    let plugins = config.get("plugins");
+    let text = |v: Option<&yaml_serde::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
+    if let Some(t) = text(
+        plugins
+            .and_then(|p| p.get("isolation"))
+            .and_then(|i| i.get(name)),
+    ) {
+        return Isolation::parse(&t)
+            .map_err(|e| format!("plugins.isolation.{name} in config.yaml: {e}"));
+    }
+    if let Some(isolation) = manifest {
+        return Ok(isolation);
+    }
+    match text(plugins.and_then(|p| p.get("isolation_default"))) {
+        Some(t) => Isolation::parse(&t)
+            .map_err(|e| format!("plugins.isolation_default in config.yaml: {e}")),
+        None => Ok(Isolation::InProcess),
+    }
+}
+
+/// Starts an isolated plugin's worker and puts a proxy per callback in the registry.
+fn load_isolated(
+    manifest: &Manifest,
+    dir: &Path,
+    entry: &mut PluginReport,
+    registry: &mut Registry,
+    library: &Path,
+) {
+    let started = match isolation::Isolated::start(manifest, dir) {
+        Ok(started) => started,
+        Err(why) => {
+            tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
+            entry.error = Some(why);
+            return;
+        }
+    };
+    entry.worker_pid = Some(started.pid);
+    entry.abi_version = Some(HOST_ABI_VERSION.to_string());
+    for (index, (hook, callback_name)) in started.callbacks.iter().enumerate() {
+        if hook.contains(':') {
+            tracing::warn!(
+                "Plugin '{}' registered gateway callback '{hook}', which isolated plugins cannot run yet; load it in-process for gateway events",
+                manifest.name
+            );
+            continue;
+        }
+        entry.hooks.push(hook.clone());
+        let label = format!("{}::{callback_name}", manifest.name);
+        let proxy = isolation::Proxy {
+            plugin: started.plugin.clone(),
+            index,
+            label: label.clone(),
+        };
+        registry.add_external(
+            hook,
+            crate::registry::Source::Plugin(manifest.name.as_str().into()),
+            label,
+            std::sync::Arc::new(proxy),
+        );
+    }
+    if let Some(error) = started.error {
+        let error = register_error(library, &error);
+        tracing::warn!("Failed to load plugin '{}': {error}", manifest.name);
+        entry.error = Some(error);
     }
 }
 

@@ -110,6 +110,12 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         if p.linked_static {
             println!("      static: linked into this binary");
         }
+        if p.isolation == hermes_host::plugins::Isolation::Process {
+            match p.worker_pid {
+                Some(pid) => println!("      isolation: process (worker pid {pid})"),
+                None => println!("      isolation: process"),
+            }
+        }
         if let Some(lib) = &p.library {
             match (&p.abi_version, &p.build_profile) {
                 (Some(abi), Some(profile)) => {
@@ -159,6 +165,8 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "config": p.config,
         "settings": p.settings,
         "static": p.linked_static,
+        "isolation": p.isolation.as_str(),
+        "worker_pid": p.worker_pid,
     })
 }
 

@@ -1,0 +1,545 @@
+//! Native plugins in a worker process of their own (`isolation: process`): a plugin that
+//! segfaults, aborts, exits, loops or runs out of memory is reported by name and survived.
+//!
+//! The same `.so` is loaded, unchanged, by a worker: the host's own program started with
+//! [`WORKER_ARG`] (the `hermes` binary; an embedder calls [`run_worker_if_asked`] first
+//! thing in `main`, or points `HERMES_PLUGIN_WORKER` at a program that does). The worker
+//! runs `register(ctx)` and answers with the callbacks it registered; the host puts one
+//! proxy per callback in the registry at the position the callback would have had, so
+//! order and aggregation are exactly as in-process.
+//!
+//! Each firing is one [`wire`] frame to the worker and one back. When the worker dies or
+//! does not answer within the plugin's `timeout`, the host logs one line naming the plugin,
+//! the hook, the callback and the cause (`SIGSEGV (signal 11)`, `exit status 3`, `killed
+//! after timeout 1 s`, ...); the firing goes on with the other callbacks, and this one's
+//! answer is "no decision" (or a block, for a `fail_closed` plugin on `pre_tool_call`). The
+//! worker starts again at the next firing, after a backoff; after [`MAX_CRASHES`] crashes
+//! in [`CRASH_WINDOW`] the plugin is disabled for the rest of the run.
+//!
+//! A worker never outlives the host: it gets `SIGKILL` when its parent dies
+//! (`PR_SET_PDEATHSIG`), and it exits at end of file on its socket anyway. Its stdout goes
+//! to the host's stderr, so a plugin's prints never reach a protocol.
+//!
+//! Not across the boundary yet: host capabilities beyond the plugin's own directory and
+//! config (a callback's `host_call`s answer "unknown capability"), and native gateway
+//! handlers (a plugin's `agent:*` callbacks are not registered when it is isolated).
+
+pub mod wire;
+
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::{ROption, RResult};
+use hermes_hooks_abi::core::{EventView, Field, FieldValue, Reply, no_host_calls};
+
+use super::load::{load_library, register};
+use super::manifest::Manifest;
+use crate::process::Group;
+use crate::registry::{ExternalHook, HookResult};
+use wire::{Answer, Body, Kind, Value};
+
+/// The first argument that makes the host's program a plugin worker.
+pub const WORKER_ARG: &str = "__hermes-plugin-worker";
+
+/// Default seconds an isolated callback may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Crashes within [`CRASH_WINDOW`] that disable a plugin.
+pub const MAX_CRASHES: usize = 5;
+
+/// The window [`MAX_CRASHES`] counts in.
+pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
+
+/// How long a worker has to load the library and say hello.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The program that runs workers: `HERMES_PLUGIN_WORKER`, else this process's own.
+pub fn worker_program() -> Option<PathBuf> {
+    std::env::var_os("HERMES_PLUGIN_WORKER")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+}
+
+/// The worker's arguments, when this process was started as a plugin worker.
+pub fn worker_args() -> Option<Vec<std::ffi::OsString>> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    args.get(1)
+        .is_some_and(|a| a == WORKER_ARG)
+        .then(|| args[2..].to_vec())
+}
+
+/// Runs the worker and exits when this process was started as one; returns otherwise.
+/// Call it first thing in `main` of a host that loads isolated plugins (after installing
+/// its log subscriber, so the plugin's logs are written).
+pub fn run_worker_if_asked() {
+    if let Some(args) = worker_args() {
+        std::process::exit(worker_main(&args));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The worker
+
+/// The worker: `<library> <plugin dir> <name> <config json> <memory limit bytes or 0>`,
+/// speaking the wire on fd 3. Returns the exit code.
+pub fn worker_main(args: &[std::ffi::OsString]) -> i32 {
+    let [library, dir, name, config, limit] = args else {
+        eprintln!(
+            "hermes plugin worker: expected 5 arguments, got {}",
+            args.len()
+        );
+        return 2;
+    };
+    let limit: u64 = limit.to_string_lossy().parse().unwrap_or(0);
+    if limit > 0 {
+        let rl = libc::rlimit {
+            rlim_cur: limit as libc::rlim_t,
+            rlim_max: limit as libc::rlim_t,
+        };
+        // SAFETY: setrlimit with a valid struct; it only affects this process.
+        unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) };
+    }
+    // SAFETY: fd 3 was set up by the host as this worker's end of the socket pair, and
+    // nothing else in this process owns it.
+    let mut stream: UnixStream = unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(3) };
+    let name = name.to_string_lossy().into_owned();
+    let manifest = Manifest {
+        name: name.clone(),
+        library: library.to_string_lossy().into_owned(),
+        config: serde_json::from_str(&config.to_string_lossy()).unwrap_or_default(),
+        ..Manifest::default()
+    };
+    let (callbacks, error) = match load_library(Path::new(library), &name) {
+        Ok(lib) => {
+            let registration = register(lib, &manifest, Path::new(dir));
+            (registration.hooks, registration.error)
+        }
+        Err(why) => (Vec::new(), Some(why)),
+    };
+    let mut hello = Body::default();
+    hello.u32(wire::VERSION).str(error.as_deref().unwrap_or(""));
+    hello.u32(callbacks.len() as u32);
+    for (hook, callback_name, _) in &callbacks {
+        hello.str(hook).str(callback_name);
+    }
+    if wire::write_frame(&mut stream, Kind::Hello, &hello).is_err() {
+        return 3;
+    }
+    loop {
+        let (kind, mut r) = match wire::read_frame(&mut stream) {
+            Ok(frame) => frame,
+            Err(wire::WireError::Closed) => return 0,
+            Err(e) => {
+                eprintln!("hermes plugin worker '{name}': {e}");
+                return 3;
+            }
+        };
+        let (index, hook, owned) = match (kind, wire::Fire::decode(&mut r)) {
+            (Kind::Fire, Ok(fire)) => (fire.index, fire.hook, fire.fields),
+            (Kind::Fire, Err(e)) => {
+                eprintln!("hermes plugin worker '{name}': {e}");
+                return 3;
+            }
+            (other, _) => {
+                eprintln!("hermes plugin worker '{name}': unexpected {other:?} frame");
+                return 3;
+            }
+        };
+        let fields: Vec<Field<'_>> = owned.iter().map(|(n, v)| to_field(n, v)).collect();
+        let answer = match callbacks.get(index) {
+            None => Answer::Error(format!("no callback {index}")),
+            Some((_, _, cb)) => {
+                let view = EventView::new(&hook, &fields, no_host_calls());
+                match cb.call(&view) {
+                    RResult::ROk(ROption::RNone) => Answer::None,
+                    RResult::ROk(ROption::RSome(reply)) => Answer::Reply(
+                        reply.action.into_string(),
+                        reply.text.into_string(),
+                        reply.json.into_string(),
+                    ),
+                    RResult::RErr(e) => Answer::Error(e.into_string()),
+                }
+            }
+        };
+        let mut body = Body::default();
+        body.answer(&answer);
+        if wire::write_frame(&mut stream, Kind::Answer, &body).is_err() {
+            return 0;
+        }
+    }
+}
+
+fn to_field<'a>(name: &'a str, v: &'a Value) -> Field<'a> {
+    match v {
+        Value::Null => Field::null(name),
+        Value::Bool(b) => Field::bool(name, *b),
+        Value::Int(i) => Field::int(name, *i),
+        Value::Float(f) => Field {
+            name: name.into(),
+            value: FieldValue::Float(*f),
+        },
+        Value::Str(s) => Field::str(name, s),
+        Value::Json(s) => Field::json(name, s),
+    }
+}
+
+fn from_field(f: &FieldValue<'_>) -> Value {
+    match f {
+        FieldValue::Null => Value::Null,
+        FieldValue::Bool(b) => Value::Bool(*b),
+        FieldValue::Int(i) => Value::Int(*i),
+        FieldValue::Float(x) => Value::Float(*x),
+        FieldValue::Str(s) => Value::Str(s.as_str().to_string()),
+        FieldValue::Json(s) => Value::Json(s.as_str().to_string()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The host side
+
+/// An isolated plugin: how to start its worker, the running worker, its crash record.
+pub struct Isolated {
+    name: String,
+    library: PathBuf,
+    dir: PathBuf,
+    config_json: String,
+    timeout: Duration,
+    memory_limit: Option<u64>,
+    fail_closed: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    worker: Option<Worker>,
+    crashes: VecDeque<Instant>,
+    disabled: bool,
+    not_before: Option<Instant>,
+    restarts: u64,
+    last_crash: Option<String>,
+}
+
+struct Worker {
+    group: Group,
+    stream: UnixStream,
+}
+
+/// What a started worker registered.
+pub struct Started {
+    /// The plugin, to build proxies from.
+    pub plugin: Arc<Isolated>,
+    /// `(hook, callback name)` in registration order.
+    pub callbacks: Vec<(String, String)>,
+    /// `register`'s error, when it failed.
+    pub error: Option<String>,
+    /// The first worker's pid.
+    pub pid: u32,
+}
+
+impl Isolated {
+    /// Starts the worker of the plugin in `dir` described by `manifest` (its effective
+    /// manifest, with settings merged) and returns what it registered.
+    ///
+    /// # Errors
+    ///
+    /// The worker program is missing, cannot start, or does not say hello properly; the
+    /// message names the library.
+    pub fn start(manifest: &Manifest, dir: &Path) -> Result<Started, String> {
+        let plugin = Arc::new(Isolated {
+            name: manifest.name.clone(),
+            library: dir.join(&manifest.library),
+            dir: dir.to_path_buf(),
+            config_json: manifest.config.to_string(),
+            timeout: manifest
+                .timeout
+                .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
+            memory_limit: manifest.memory_limit,
+            fail_closed: manifest.fail_closed,
+            state: Mutex::new(State::default()),
+        });
+        let (worker, hello) = plugin.spawn()?;
+        let (callbacks, error) = (hello.callbacks, hello.error);
+        let pid = worker.group.id();
+        if let Ok(mut state) = plugin.state.lock() {
+            state.worker = Some(worker);
+        }
+        Ok(Started {
+            plugin,
+            callbacks,
+            error,
+            pid,
+        })
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The running worker's pid, how often it was restarted, and the last crash's cause.
+    pub fn status(&self) -> (Option<u32>, u64, Option<String>) {
+        match self.state.lock() {
+            Ok(s) => (
+                s.worker.as_ref().map(|w| w.group.id()),
+                s.restarts,
+                s.last_crash.clone(),
+            ),
+            Err(_) => (None, 0, None),
+        }
+    }
+
+    fn spawn(&self) -> Result<(Worker, wire::Hello), String> {
+        let program = worker_program()
+            .ok_or("cannot find the program to run plugin workers; set HERMES_PLUGIN_WORKER")?;
+        let (host_end, worker_end) =
+            UnixStream::pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let worker_fd: OwnedFd = worker_end.into();
+        let raw = worker_fd.as_raw_fd();
+        let mut cmd = Command::new(&program);
+        cmd.arg(WORKER_ARG)
+            .arg(&self.library)
+            .arg(&self.dir)
+            .arg(&self.name)
+            .arg(&self.config_json)
+            .arg(self.memory_limit.unwrap_or(0).to_string())
+            .stdin(Stdio::null())
+            .stdout(stderr_stdio())
+            .stderr(Stdio::inherit());
+        // SAFETY: only async-signal-safe calls between fork and exec: dup2, fcntl, prctl.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let flags = libc::fcntl(3, libc::F_GETFD);
+                libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                #[cfg(target_os = "linux")]
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let group = Group::spawn(&mut cmd)
+            .map_err(|e| format!("cannot start the plugin worker {}: {e}", program.display()))?;
+        drop(worker_fd);
+        let mut worker = Worker {
+            group,
+            stream: host_end,
+        };
+        let _ = worker.stream.set_read_timeout(Some(START_TIMEOUT));
+        let hello = match wire::read_frame(&mut worker.stream) {
+            Ok((Kind::Hello, mut r)) => wire::Hello::decode(&mut r).map_err(|e| e.to_string()),
+            Ok((kind, _)) => Err(format!("said {kind:?} instead of hello")),
+            Err(e) => Err(e.to_string()),
+        };
+        match hello {
+            Ok(hello) => Ok((worker, hello)),
+            Err(why) => {
+                let cause = death_cause(&mut worker.group, self.memory_limit);
+                Err(format!(
+                    "{}: the plugin worker failed while loading it ({why}; {cause})",
+                    self.library.display()
+                ))
+            }
+        }
+    }
+
+    /// Fires callback `index` of the worker; every failure is handled here.
+    fn call(&self, index: usize, label: &str, view: &EventView<'_>) -> HookResult {
+        let hook = view.hook.as_str();
+        let Ok(mut state) = self.state.lock() else {
+            return Ok(None);
+        };
+        if state.disabled {
+            return Ok(self.fallback(hook, "it is disabled after repeated crashes"));
+        }
+        if state.worker.is_none() {
+            if state.not_before.is_some_and(|t| Instant::now() < t) {
+                let why = state.last_crash.clone().unwrap_or_default();
+                return Ok(self.fallback(hook, &format!("its worker is restarting ({why})")));
+            }
+            state.restarts += 1;
+            match self.spawn() {
+                Ok((worker, _)) => state.worker = Some(worker),
+                Err(why) => {
+                    self.crashed(&mut state, hook, label, why.clone());
+                    return Ok(self.fallback(hook, &why));
+                }
+            }
+        }
+        let Some(worker) = state.worker.as_mut() else {
+            return Ok(None);
+        };
+        let mut body = Body::default();
+        body.u32(index as u32).str(hook);
+        body.u32(view.fields.len() as u32);
+        for f in view.fields.iter() {
+            body.str(f.name.as_str()).value(&from_field(&f.value));
+        }
+        let _ = worker.stream.set_read_timeout(Some(self.timeout));
+        let sent = wire::write_frame(&mut worker.stream, Kind::Fire, &body);
+        let answer = match sent {
+            Err(e) => Err(format!("cannot write to its worker: {e}")),
+            Ok(()) => match wire::read_frame(&mut worker.stream) {
+                Ok((Kind::Answer, mut r)) => r
+                    .answer()
+                    .and_then(|a| r.end().map(|()| a))
+                    .map_err(|e| e.to_string()),
+                Ok((kind, _)) => Err(format!("sent a {kind:?} frame instead of an answer")),
+                Err(wire::WireError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    Err(format!("killed after timeout {}", seconds(self.timeout)))
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match answer {
+            Ok(Answer::None) => Ok(None),
+            Ok(Answer::Reply(action, text, json)) => {
+                let mut reply = Reply::new(&action, text);
+                reply.json = json.into();
+                Ok(Some(reply))
+            }
+            Ok(Answer::Error(e)) => Err(e),
+            Err(why) => {
+                let Some(mut worker) = state.worker.take() else {
+                    return Ok(None);
+                };
+                let cause = if why.starts_with("killed after timeout") {
+                    let _ = crate::process::kill_group(worker.group.id());
+                    why
+                } else if why.starts_with("sent") {
+                    let _ = crate::process::kill_group(worker.group.id());
+                    format!("its worker {why}")
+                } else {
+                    death_cause(&mut worker.group, self.memory_limit)
+                };
+                worker.group.kill();
+                self.crashed(&mut state, hook, label, cause.clone());
+                Ok(self.fallback(hook, &cause))
+            }
+        }
+    }
+
+    fn crashed(&self, state: &mut State, hook: &str, label: &str, cause: String) {
+        let now = Instant::now();
+        state.crashes.push_back(now);
+        while state
+            .crashes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+        {
+            state.crashes.pop_front();
+        }
+        let backoff = Duration::from_millis(100 << state.crashes.len().min(6));
+        state.not_before = Some(now + backoff);
+        state.last_crash = Some(cause.clone());
+        tracing::warn!(
+            "Plugin '{}' crashed in hook '{hook}' (callback {label}): {cause}; its worker restarts at the next firing",
+            self.name
+        );
+        if state.crashes.len() >= MAX_CRASHES {
+            state.disabled = true;
+            tracing::warn!(
+                "Plugin '{}' crashed {MAX_CRASHES} times within {}s and is disabled for the rest of this run; fix it, then start the agent again (`hermes plugins fire` reproduces a crash)",
+                self.name,
+                CRASH_WINDOW.as_secs()
+            );
+        }
+    }
+
+    /// The answer in place of a crashed callback's: none, or a block when fail-closed.
+    fn fallback(&self, hook: &str, why: &str) -> Option<Reply> {
+        (self.fail_closed && hook == "pre_tool_call").then(|| {
+            Reply::new(
+                "block",
+                format!(
+                    "blocked: plugin '{}' guards this tool call and is not answering ({why})",
+                    self.name
+                ),
+            )
+        })
+    }
+}
+
+/// Why a worker is gone: its exit status or signal, waited for at most a second.
+fn death_cause(group: &mut Group, memory_limit: Option<u64>) -> String {
+    let status = group.wait_until(Instant::now() + Duration::from_secs(1));
+    match status {
+        Some(status) => describe(status, memory_limit),
+        None => "its worker stopped answering and was killed".into(),
+    }
+}
+
+fn describe(status: ExitStatus, memory_limit: Option<u64>) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => {
+            let name = match signal {
+                libc::SIGSEGV => "SIGSEGV",
+                libc::SIGABRT => "SIGABRT",
+                libc::SIGBUS => "SIGBUS",
+                libc::SIGILL => "SIGILL",
+                libc::SIGFPE => "SIGFPE",
+                libc::SIGKILL => "SIGKILL",
+                _ => "signal",
+            };
+            let oom = match (signal, memory_limit) {
+                (libc::SIGABRT, Some(limit)) => {
+                    format!("; out of memory? its memory_limit is {} MiB", limit >> 20)
+                }
+                _ => String::new(),
+            };
+            format!("{name} (signal {signal}){oom}")
+        }
+        (None, None) => format!("{status}"),
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}
+
+fn stderr_stdio() -> Stdio {
+    use std::os::fd::AsFd as _;
+    let _ = std::io::stderr().flush();
+    match std::io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => Stdio::from(fd),
+        Err(_) => Stdio::null(),
+    }
+}
+
+/// One callback of an isolated plugin, in the registry.
+pub struct Proxy {
+    /// The plugin.
+    pub plugin: Arc<Isolated>,
+    /// The callback's position among what the worker registered.
+    pub index: usize,
+    /// `plugin::callback`.
+    pub label: String,
+}
+
+impl ExternalHook for Proxy {
+    fn matches(&self, _event: &EventView<'_>) -> bool {
+        true
+    }
+
+    fn run(&self, event: &EventView<'_>) -> HookResult {
+        self.plugin.call(self.index, &self.label, event)
+    }
+}
