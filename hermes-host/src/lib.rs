@@ -61,6 +61,7 @@
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
 pub use plugins::isolation;
 
+pub mod fatal;
 pub mod gateway;
 pub mod home;
 pub mod hooks;

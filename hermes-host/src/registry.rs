@@ -499,7 +499,10 @@ impl Registry {
                 // The common case, a native callback with no opinion and no trace, touches
                 // nothing but the frozen return value: no conversion, no copy of a Reply.
                 if let (Callback::Native(cb), None) = (&entry.callback, &self.trace) {
-                    match cb.call(view) {
+                    crate::fatal::enter(&entry.label, view.hook.as_str());
+                    let answer = cb.call(view);
+                    crate::fatal::leave();
+                    match answer {
                         RResult::ROk(ROption::RNone) => {}
                         RResult::ROk(ROption::RSome(reply)) => take(entry, Ok(Some(reply))),
                         RResult::RErr(message) => take(entry, Err(message.into_string())),
@@ -531,11 +534,15 @@ impl Registry {
     fn call_inline(&self, view: &EventView<'_>, entry: &Entry) -> HookResult {
         let started = self.trace.as_ref().map(|_| Instant::now());
         let answer = match &entry.callback {
-            Callback::Native(cb) => cb
-                .call(view)
-                .map(Into::into)
-                .map_err(RString::into_string)
-                .into_result(),
+            Callback::Native(cb) => {
+                crate::fatal::enter(&entry.label, view.hook.as_str());
+                let answer = cb.call(view);
+                crate::fatal::leave();
+                answer
+                    .map(Into::into)
+                    .map_err(RString::into_string)
+                    .into_result()
+            }
             Callback::InProcess(f) => {
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(view))) {
                     Ok(answer) => answer,

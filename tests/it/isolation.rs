@@ -224,3 +224,37 @@ fn a_fail_closed_plugin_blocks_while_it_cannot_answer_and_its_logs_reach_the_hos
         run.describe()
     );
 }
+
+#[test]
+fn an_in_process_crash_names_the_plugin_and_keeps_the_signals_exit_status() {
+    use std::os::unix::process::ExitStatusExt;
+    for (mode, signal, name) in [
+        ("segfault", 11, "SIGSEGV (signal 11)"),
+        ("abort", 6, "SIGABRT (signal 6)"),
+    ] {
+        let home = home_with(mode);
+        home.config(
+            "plugins:\n  enabled: [crashy, guardrail]\n  isolation:\n    crashy: in-process\n",
+        );
+        let out = std::process::Command::new(built().hermes())
+            .arg("--home")
+            .arg(home.path())
+            .args(["plugins", "fire", "pre_tool_call", "--payload", LS])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(signal),
+            "{mode}: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains(&format!(
+                "hermes: {name} in plugin 'crashy' (callback crashy::"
+            )) && stderr.contains("hook 'pre_tool_call'")
+                && stderr.contains("set `isolation: process` in its plugin.yaml"),
+            "{mode}:\n{stderr}"
+        );
+    }
+}

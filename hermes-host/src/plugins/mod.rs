@@ -180,7 +180,11 @@ pub fn load_all(
             }
             None => {
                 let library = match load_library(&path, &manifest.name) {
-                    Ok(library) => library,
+                    Ok(library) => {
+                        // An in-process library can crash the host; name it if it does.
+                        crate::fatal::install();
+                        library
+                    }
                     Err(why) => {
                         tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
                         entry.error = Some(why);

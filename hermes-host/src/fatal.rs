@@ -1,0 +1,143 @@
+//! Naming the plugin that crashed the host.
+//!
+//! A native plugin loaded in-process that segfaults or aborts takes the host down with it:
+//! that cannot be undone in-process (`isolation: process` is the way to survive it). What
+//! this module adds is the name. The dispatcher marks, per thread, which callback is
+//! running ([`enter`] and [`leave`]: two thread-local stores, no system call), and a handler
+//! for `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` and `SIGABRT`, on an alternate signal stack,
+//! writes one line naming the plugin, the callback and the hook, and suggesting
+//! `isolation: process`. It then restores whatever handled the signal before it (the
+//! default action, or Rust's own stack-overflow handler) and returns, so the signal is
+//! delivered again to that handler: the exit status and core dump are as before.
+//!
+//! The handler uses only async-signal-safe calls (`write`, `sigaction`), reads only a
+//! thread-local that has no destructor and needs no lazy initialisation, and writes at most
+//! once per process.
+
+use std::cell::Cell;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+thread_local! {
+    /// The running callback's label and hook, as raw parts: readable from a signal handler.
+    static RUNNING: Cell<(*const u8, usize, *const u8, usize)> =
+        const { Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)) };
+}
+
+/// Marks `label` (`plugin::callback`) as running for `hook` on this thread. Both must
+/// outlive the matching [`leave`].
+#[inline(always)]
+pub fn enter(label: &str, hook: &str) {
+    RUNNING.with(|r| r.set((label.as_ptr(), label.len(), hook.as_ptr(), hook.len())));
+}
+
+/// Clears the mark of this thread.
+#[inline(always)]
+pub fn leave() {
+    RUNNING.with(|r| r.set((std::ptr::null(), 0, std::ptr::null(), 0)));
+}
+
+const SIGNALS: [libc::c_int; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+];
+
+/// The actions that were in place before [`install`], restored by the handler.
+static mut PREVIOUS: [std::mem::MaybeUninit<libc::sigaction>; 5] =
+    [const { std::mem::MaybeUninit::uninit() }; 5];
+static INSTALLED: Once = Once::new();
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// Installs the handler, once per process (later calls do nothing). Signals whose handler
+/// someone else set (other than Rust's own) are left alone only in the sense that the
+/// handler passes them on: it always restores and re-delivers to the previous action.
+pub fn install() {
+    INSTALLED.call_once(|| {
+        // SAFETY: sigaltstack, sigaction with valid structs; the alternate stack is leaked
+        // on purpose (it must live as long as the thread). PREVIOUS is written here once,
+        // before any handler that reads it is installed.
+        unsafe {
+            let size = 64 * 1024;
+            let stack = Box::leak(vec![0u8; size].into_boxed_slice());
+            let ss = libc::stack_t {
+                ss_sp: stack.as_mut_ptr().cast(),
+                ss_flags: 0,
+                ss_size: size,
+            };
+            let mut old_ss: libc::stack_t = std::mem::zeroed();
+            // Keep a stack someone (Rust's runtime) already set for this thread.
+            if libc::sigaltstack(std::ptr::null(), &mut old_ss) == 0
+                && old_ss.ss_flags & libc::SS_DISABLE != 0
+            {
+                libc::sigaltstack(&ss, std::ptr::null_mut());
+            }
+            for (i, &sig) in SIGNALS.iter().enumerate() {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_fatal as *const () as libc::sighandler_t;
+                action.sa_flags = libc::SA_ONSTACK | libc::SA_SIGINFO;
+                libc::sigemptyset(&mut action.sa_mask);
+                let previous = &raw mut PREVIOUS;
+                libc::sigaction(sig, &action, (*previous)[i].as_mut_ptr());
+            }
+        }
+    });
+}
+
+extern "C" fn on_fatal(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let (label, label_len, hook, hook_len) = RUNNING.with(|r| r.get());
+    if label_len != 0 && !REPORTED.swap(true, Ordering::SeqCst) {
+        // SAFETY: the marks point at a registry's label and a hook name, alive while the
+        // callback runs, which is when this signal arrived.
+        let (label, hook) = unsafe {
+            (
+                std::slice::from_raw_parts(label, label_len),
+                std::slice::from_raw_parts(hook, hook_len),
+            )
+        };
+        let plugin = match label.windows(2).position(|w| w == b"::") {
+            Some(end) => &label[..end],
+            None => label,
+        };
+        let name: &[u8] = match sig {
+            libc::SIGSEGV => b"SIGSEGV (signal 11)",
+            libc::SIGBUS => b"SIGBUS",
+            libc::SIGILL => b"SIGILL",
+            libc::SIGFPE => b"SIGFPE",
+            libc::SIGABRT => b"SIGABRT (signal 6)",
+            _ => b"a fatal signal",
+        };
+        for part in [
+            &b"hermes: "[..],
+            name,
+            b" in plugin '",
+            plugin,
+            b"' (callback ",
+            label,
+            b", hook '",
+            hook,
+            b"'); set `isolation: process` in its plugin.yaml (or plugins.isolation.",
+            plugin,
+            b": process in config.yaml) so that a crash is reported and survived\n",
+        ] {
+            // SAFETY: write(2) on stderr is async-signal-safe.
+            unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
+        }
+    }
+    if let Some(i) = SIGNALS.iter().position(|&s| s == sig) {
+        // SAFETY: PREVIOUS[i] was written by install() before this handler was set;
+        // sigaction is async-signal-safe. Returning re-runs the faulting instruction (or,
+        // for abort(), lets it raise again) under the previous action.
+        unsafe {
+            let previous = &raw const PREVIOUS;
+            libc::sigaction(sig, (*previous)[i].as_ptr(), std::ptr::null_mut());
+        }
+    }
+    if sig == libc::SIGFPE || sig == libc::SIGILL || sig == libc::SIGBUS || sig == libc::SIGSEGV {
+        // A signal sent with kill() rather than by a fault would not come back on return.
+        // SAFETY: raise is async-signal-safe; the signal is blocked until we return.
+        unsafe { libc::raise(sig) };
+    }
+}
