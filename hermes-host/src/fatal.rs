@@ -10,18 +10,46 @@
 //! default action, or Rust's own stack-overflow handler) and returns, so the signal is
 //! delivered again to that handler: the exit status and core dump are as before.
 //!
+//! The same marks time each callback on a coarse clock (a ticker thread, one relaxed load at
+//! each end): a callback that ran longer than `plugins.slow_callback_warning` (default
+//! 500 ms) gets a warning naming it when it returns.
+//!
 //! The handler uses only async-signal-safe calls (`write`, `sigaction`), reads only a
 //! thread-local that has no destructor and needs no lazy initialisation, and writes at most
 //! once per process.
 
 use std::cell::Cell;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 thread_local! {
     /// The running callback's label and hook, as raw parts: readable from a signal handler.
     static RUNNING: Cell<(*const u8, usize, *const u8, usize)> =
         const { Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)) };
+    /// The coarse clock's [`TICKS`] when the running callback started.
+    static STARTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A coarse clock: a ticker thread adds one every [`TICK`] once [`install`] ran. Reading it
+/// is one relaxed load, so timing every callback costs next to nothing.
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// The coarse clock's period.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// A callback running longer than this many ticks gets a warning (0: never).
+static SLOW_TICKS: AtomicU64 = AtomicU64::new(DEFAULT_SLOW.as_millis() as u64 / 10);
+
+/// The default of `plugins.slow_callback_warning`.
+pub const DEFAULT_SLOW: Duration = Duration::from_millis(500);
+
+/// Sets how long an in-process callback may run before it gets a warning (`None`: never).
+pub fn set_slow_threshold(threshold: Option<Duration>) {
+    let ticks = threshold.map_or(0, |t| {
+        (t.as_millis() as u64 / TICK.as_millis() as u64).max(1)
+    });
+    SLOW_TICKS.store(ticks, Ordering::Relaxed);
 }
 
 /// Marks `label` (`plugin::callback`) as running for `hook` on this thread. Both must
@@ -29,12 +57,42 @@ thread_local! {
 #[inline(always)]
 pub fn enter(label: &str, hook: &str) {
     RUNNING.with(|r| r.set((label.as_ptr(), label.len(), hook.as_ptr(), hook.len())));
+    STARTED.with(|s| s.set(TICKS.load(Ordering::Relaxed)));
 }
 
-/// Clears the mark of this thread.
+/// Clears the mark of this thread, warning when the callback ran longer than the threshold
+/// (it cannot be stopped in-process; the warning says how to make it stoppable).
 #[inline(always)]
 pub fn leave() {
+    let took = TICKS
+        .load(Ordering::Relaxed)
+        .saturating_sub(STARTED.with(Cell::get));
+    let slow = SLOW_TICKS.load(Ordering::Relaxed);
+    if slow != 0 && took >= slow {
+        warn_slow(took);
+    }
     RUNNING.with(|r| r.set((std::ptr::null(), 0, std::ptr::null(), 0)));
+}
+
+#[cold]
+fn warn_slow(ticks: u64) {
+    let (label, label_len, hook, hook_len) = RUNNING.with(Cell::get);
+    if label_len == 0 {
+        return;
+    }
+    // SAFETY: the marks point at the running callback's label and hook, alive until the
+    // dispatcher's leave(), which is this call.
+    let (label, hook) = unsafe {
+        (
+            String::from_utf8_lossy(std::slice::from_raw_parts(label, label_len)),
+            String::from_utf8_lossy(std::slice::from_raw_parts(hook, hook_len)),
+        )
+    };
+    let plugin = label.split("::").next().unwrap_or_default();
+    tracing::warn!(
+        "Plugin callback {label} took about {} ms in hook '{hook}', and an in-process callback cannot be stopped; set `isolation: process` and a `timeout:` in its plugin.yaml (or plugins.isolation.{plugin}: process) to bound it",
+        ticks * TICK.as_millis() as u64
+    );
 }
 
 const SIGNALS: [libc::c_int; 5] = [
@@ -56,6 +114,14 @@ static REPORTED: AtomicBool = AtomicBool::new(false);
 /// handler passes them on: it always restores and re-delivers to the previous action.
 pub fn install() {
     INSTALLED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("hermes-ticker".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(TICK);
+                    TICKS.fetch_add(1, Ordering::Relaxed);
+                }
+            });
         // SAFETY: sigaltstack, sigaction with valid structs; the alternate stack is leaked
         // on purpose (it must live as long as the thread). PREVIOUS is written here once,
         // before any handler that reads it is installed.

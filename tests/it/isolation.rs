@@ -258,3 +258,28 @@ fn an_in_process_crash_names_the_plugin_and_keeps_the_signals_exit_status() {
         );
     }
 }
+
+#[test]
+fn a_slow_in_process_callback_is_named_with_the_way_to_bound_it() {
+    let home = home_with("slow");
+    home.config(
+        "plugins:\n  enabled: [crashy]\n  isolation:\n    crashy: in-process\n  slow_callback_warning: 100ms\n",
+    );
+    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", LS], &[]);
+    run.expect_code(0);
+    assert!(
+        run.stderr().contains("Plugin callback crashy::")
+            && run.stderr().contains("in hook 'pre_tool_call', and an in-process callback cannot be stopped; set `isolation: process`"),
+        "{}",
+        run.describe()
+    );
+    home.config(
+        "plugins:\n  enabled: [crashy]\n  isolation:\n    crashy: in-process\n  slow_callback_warning: off\n",
+    );
+    let run = home.hermes(&["plugins", "fire", "pre_tool_call", "--payload", LS], &[]);
+    assert!(
+        !run.stderr().contains("cannot be stopped"),
+        "{}",
+        run.describe()
+    );
+}

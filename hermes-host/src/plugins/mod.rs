@@ -181,8 +181,10 @@ pub fn load_all(
             None => {
                 let library = match load_library(&path, &manifest.name) {
                     Ok(library) => {
-                        // An in-process library can crash the host; name it if it does.
+                        // An in-process library can crash or stall the host; name it if it
+                        // does.
                         crate::fatal::install();
+                        crate::fatal::set_slow_threshold(slow_threshold(config));
                         library
                     }
                     Err(why) => {
@@ -298,6 +300,44 @@ fn register_error(library: &Path, error: &str) -> String {
         )
     } else {
         format!("{}: register() failed: {error}", library.display())
+    }
+}
+
+/// `plugins.slow_callback_warning` of `config.yaml`: a duration such as `500ms` or `2s`,
+/// or `off`; the default when missing or unreadable (with a warning).
+fn slow_threshold(config: &Config) -> Option<std::time::Duration> {
+    let Some(value) = config
+        .get("plugins")
+        .and_then(|p| p.get("slow_callback_warning"))
+    else {
+        return Some(crate::fatal::DEFAULT_SLOW);
+    };
+    let text = match value {
+        yaml_serde::Value::String(s) => s.clone(),
+        yaml_serde::Value::Bool(false) => return None,
+        yaml_serde::Value::Number(n) => format!("{n}s"),
+        _ => String::new(),
+    };
+    if text == "off" {
+        return None;
+    }
+    let parsed = text
+        .strip_suffix("ms")
+        .and_then(|n| n.trim().parse::<f64>().ok().map(|ms| ms / 1000.0))
+        .or_else(|| {
+            text.strip_suffix('s')
+                .and_then(|n| n.trim().parse::<f64>().ok())
+        })
+        .filter(|s| s.is_finite() && *s > 0.0);
+    match parsed {
+        Some(secs) => Some(std::time::Duration::from_secs_f64(secs)),
+        None => {
+            tracing::warn!(
+                "plugins.slow_callback_warning in config.yaml must be a duration such as 500ms or 2s, or off; using {} ms",
+                crate::fatal::DEFAULT_SLOW.as_millis()
+            );
+            Some(crate::fatal::DEFAULT_SLOW)
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! A plugin with a bug of the kind `config.mode` names, on every `pre_tool_call`:
-//! `segfault`, `abort`, `exit` (status 3), `loop` (forever), `sleep` (60 s), `alloc` (until
+//! `segfault`, `abort`, `exit` (status 3), `loop` (forever), `sleep` (60 s), `slow` (400 ms,
+//! then a block), `alloc` (until
 //! memory runs out), `panic`, `print` (100 MB to stdout, then no opinion); anything else
 //! blocks with "crashy blocks". The isolation tests load it in a worker process.
 
@@ -33,6 +34,10 @@ fn misbehave(mode: &str) -> ToolDecision {
             loop {
                 hoard.push(vec![1u8; 16 << 20]);
             }
+        }
+        "slow" => {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            ToolDecision::block("crashy blocks, slowly")
         }
         "panic" => panic!("crashy panics on purpose"),
         "print" => {
