@@ -283,3 +283,40 @@ fn a_slow_in_process_callback_is_named_with_the_way_to_bound_it() {
         run.describe()
     );
 }
+
+#[test]
+fn an_isolated_callbacks_host_capabilities_cross_the_boundary() {
+    let home = TestHome::new();
+    home.install("gateway-ack", "gateway-ack", None, None);
+    home.config("plugins:\n  enabled: [gateway-ack]\n  isolation_default: process\n");
+    let payload = r#"{"platform": "telegram", "chat_id": "c-1", "text": "hi", "session_key": "telegram:c-1"}"#;
+    let run = home.hermes(
+        &[
+            "plugins",
+            "fire",
+            "pre_gateway_dispatch",
+            "--payload",
+            payload,
+            "--json",
+        ],
+        &[],
+    );
+    run.expect_code(0);
+    let out: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(
+        out["capability_calls"][0]["capability"],
+        "gateway.send",
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        out["capability_calls"][1]["args"]["entry"]["content"],
+        "ack: hi"
+    );
+    let list = home.hermes(&["plugins", "list"], &[]);
+    assert!(
+        list.stdout().contains("isolation: process"),
+        "{}",
+        list.describe()
+    );
+}

@@ -20,9 +20,10 @@
 //! (`PR_SET_PDEATHSIG`), and it exits at end of file on its socket anyway. Its stdout goes
 //! to the host's stderr, so a plugin's prints never reach a protocol.
 //!
-//! Not across the boundary yet: host capabilities beyond the plugin's own directory and
-//! config (a callback's `host_call`s answer "unknown capability"), and native gateway
-//! handlers (a plugin's `agent:*` callbacks are not registered when it is isolated).
+//! A callback's host capabilities (`pre_gateway_dispatch`'s, for example) cross the
+//! boundary too: the worker sends the call to the host, which carries it out with the
+//! firing's own capabilities and answers. Not across it yet: native gateway handlers (a
+//! plugin's `agent:*` callbacks are not registered when it is isolated, with a warning).
 
 pub mod wire;
 
@@ -36,8 +37,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use abi_stable::std_types::{ROption, RResult};
-use hermes_hooks_abi::core::{EventView, Field, FieldValue, Reply, no_host_calls};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RResult, RStr, RString};
+use hermes_hooks_abi::core::{EventView, Field, FieldValue, HostCalls, HostCalls_TO, Reply};
 
 use super::load::{load_library, register};
 use super::manifest::Manifest;
@@ -156,7 +158,9 @@ pub fn worker_main(args: &[std::ffi::OsString]) -> i32 {
         let answer = match callbacks.get(index) {
             None => Answer::Error(format!("no callback {index}")),
             Some((_, _, cb)) => {
-                let view = EventView::new(&hook, &fields, no_host_calls());
+                let remote = RemoteHost(&stream);
+                let host = HostCalls_TO::from_const(&remote, TD_Opaque);
+                let view = EventView::new(&hook, &fields, host);
                 match cb.call(&view) {
                     RResult::ROk(ROption::RNone) => Answer::None,
                     RResult::ROk(ROption::RSome(reply)) => Answer::Reply(
@@ -172,6 +176,30 @@ pub fn worker_main(args: &[std::ffi::OsString]) -> i32 {
         body.answer(&answer);
         if wire::write_frame(&mut stream, Kind::Answer, &body).is_err() {
             return 0;
+        }
+    }
+}
+
+/// The host's capabilities, seen from the worker: each call is a [`Kind::Call`] frame to
+/// the host, which carries it out with the firing's own capabilities and answers.
+struct RemoteHost<'a>(&'a UnixStream);
+
+impl HostCalls for RemoteHost<'_> {
+    fn call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString> {
+        let mut stream = self.0;
+        let mut body = Body::default();
+        body.str(capability.as_str()).str(args_json.as_str());
+        if let Err(e) = wire::write_frame(&mut stream, Kind::Call, &body) {
+            return RResult::RErr(format!("the host is gone: {e}").into());
+        }
+        match wire::read_frame(&mut stream) {
+            Ok((Kind::CallResult, mut r)) => match (r.u8(), r.str()) {
+                (Ok(1), Ok(answer)) => RResult::ROk(answer.into()),
+                (Ok(_), Ok(error)) => RResult::RErr(error.into()),
+                (Err(e), _) | (_, Err(e)) => RResult::RErr(e.to_string().into()),
+            },
+            Ok((kind, _)) => RResult::RErr(format!("the host answered {kind:?}").into()),
+            Err(e) => RResult::RErr(format!("the host is gone: {e}").into()),
         }
     }
 }
@@ -386,21 +414,47 @@ impl Isolated {
         let sent = wire::write_frame(&mut worker.stream, Kind::Fire, &body);
         let answer = match sent {
             Err(e) => Err(format!("cannot write to its worker: {e}")),
-            Ok(()) => match wire::read_frame(&mut worker.stream) {
-                Ok((Kind::Answer, mut r)) => r
-                    .answer()
-                    .and_then(|a| r.end().map(|()| a))
-                    .map_err(|e| e.to_string()),
-                Ok((kind, _)) => Err(format!("sent a {kind:?} frame instead of an answer")),
-                Err(wire::WireError::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    Err(format!("killed after timeout {}", seconds(self.timeout)))
+            Ok(()) => loop {
+                match wire::read_frame(&mut worker.stream) {
+                    Ok((Kind::Answer, mut r)) => {
+                        break r
+                            .answer()
+                            .and_then(|a| r.end().map(|()| a))
+                            .map_err(|e| e.to_string());
+                    }
+                    Ok((Kind::Call, mut r)) => {
+                        // A capability the callback asked for, with this firing's host.
+                        let (capability, args) = match (r.str(), r.str()) {
+                            (Ok(c), Ok(a)) => (c, a),
+                            (Err(e), _) | (_, Err(e)) => break Err(e.to_string()),
+                        };
+                        let result = view
+                            .host
+                            .call(capability.as_str().into(), args.as_str().into());
+                        let mut reply = Body::default();
+                        match result {
+                            RResult::ROk(answer) => reply.u8(1).str(answer.as_str()),
+                            RResult::RErr(error) => reply.u8(0).str(error.as_str()),
+                        };
+                        if let Err(e) =
+                            wire::write_frame(&mut worker.stream, Kind::CallResult, &reply)
+                        {
+                            break Err(format!("cannot write to its worker: {e}"));
+                        }
+                    }
+                    Ok((kind, _)) => {
+                        break Err(format!("sent a {kind:?} frame instead of an answer"));
+                    }
+                    Err(wire::WireError::Io(e))
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        break Err(format!("killed after timeout {}", seconds(self.timeout)));
+                    }
+                    Err(e) => break Err(e.to_string()),
                 }
-                Err(e) => Err(e.to_string()),
             },
         };
         match answer {

@@ -25,6 +25,10 @@ pub enum Kind {
     Fire = 2,
     /// Worker → host: a callback's answer.
     Answer = 3,
+    /// Worker → host, during a firing: invoke a host capability (name, JSON arguments).
+    Call = 4,
+    /// Host → worker: the capability's result (ok flag, JSON answer or error text).
+    CallResult = 5,
 }
 
 impl Kind {
@@ -33,6 +37,8 @@ impl Kind {
             1 => Some(Kind::Hello),
             2 => Some(Kind::Fire),
             3 => Some(Kind::Answer),
+            4 => Some(Kind::Call),
+            5 => Some(Kind::CallResult),
             _ => None,
         }
     }
@@ -150,6 +156,11 @@ impl Body {
     pub fn str(&mut self, s: &str) -> &mut Self {
         self.u32(s.len() as u32);
         self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    /// Appends a byte.
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
         self
     }
     /// Appends a field value.
@@ -297,6 +308,10 @@ impl Reader {
     pub fn u32(&mut self) -> Result<u32, WireError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// A byte.
+    pub fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
     }
     /// A string (invalid UTF-8 is replaced, never trusted).
     pub fn str(&mut self) -> Result<String, WireError> {
