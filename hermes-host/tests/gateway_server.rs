@@ -1243,3 +1243,29 @@ fn what_plugins_and_hooks_print_never_reaches_the_stdin_protocol() {
         run.fail("the Python handler's print did not reach the log");
     }
 }
+
+#[test]
+fn an_isolated_plugin_serves_the_gateway_from_its_worker() {
+    let home = TestHome::new();
+    home.plugin("noisy", "noisy", "  {}");
+    home.config("plugins:\n  enabled: [noisy]\n  isolation_default: process\n");
+    let run = home.stdin_run(&[], &[msg("c1", "u1", "hello")]);
+    assert_eq!(run.messages_for("c1").len(), 1, "{:?}", run.stdout);
+    for line in &run.stdout {
+        if serde_json::from_str::<Value>(line).is_err() {
+            run.fail(&format!(
+                "stdout holds a line that is not protocol JSON: {line:?}"
+            ));
+        }
+    }
+    // Printed by the worker (its stdout is the gateway's log): hooks and gateway events.
+    for printed in [
+        "noisy: pre_gateway_dispatch",
+        "noisy: pre_llm_call",
+        "noisy: gateway agent:start",
+    ] {
+        if !run.stderr.lines().any(|l| l == printed) {
+            run.fail(&format!("{printed:?} did not reach the log"));
+        }
+    }
+}

@@ -162,7 +162,14 @@ pub fn load_all(
         };
         if entry.isolation == Isolation::Process && candidate.linked.is_none() {
             let effective = effective_manifest(home, config, manifest, &mut entry);
-            load_isolated(&effective, &candidate.dir, &mut entry, registry, &path);
+            load_isolated(
+                &effective,
+                &candidate.dir,
+                &mut entry,
+                &mut report,
+                registry,
+                &path,
+            );
             report.plugins.push(entry);
             continue;
         }
@@ -373,6 +380,7 @@ fn load_isolated(
     manifest: &Manifest,
     dir: &Path,
     entry: &mut PluginReport,
+    report: &mut LoadReport,
     registry: &mut Registry,
     library: &Path,
 ) {
@@ -387,20 +395,26 @@ fn load_isolated(
     entry.worker_pid = Some(started.pid);
     entry.abi_version = Some(HOST_ABI_VERSION.to_string());
     for (index, (hook, callback_name)) in started.callbacks.iter().enumerate() {
-        if hook.contains(':') {
-            tracing::warn!(
-                "Plugin '{}' registered gateway callback '{hook}', which isolated plugins cannot run yet; load it in-process for gateway events",
-                manifest.name
-            );
-            continue;
-        }
-        entry.hooks.push(hook.clone());
         let label = format!("{}::{callback_name}", manifest.name);
         let proxy = isolation::Proxy {
             plugin: started.plugin.clone(),
             index,
             label: label.clone(),
         };
+        if hook.contains(':') {
+            report.gateway_handlers.push(GatewayHandler {
+                plugin: manifest.name.clone(),
+                event: hook.clone(),
+                callback_name: callback_name.clone(),
+                library: library.to_path_buf(),
+                callback: hermes_hooks_abi::core::HookCallback_TO::from_value(
+                    proxy,
+                    abi_stable::sabi_trait::TD_Opaque,
+                ),
+            });
+            continue;
+        }
+        entry.hooks.push(hook.clone());
         registry.add_external(
             hook,
             crate::registry::Source::Plugin(manifest.name.as_str().into()),

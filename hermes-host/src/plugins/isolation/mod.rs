@@ -22,8 +22,8 @@
 //!
 //! A callback's host capabilities (`pre_gateway_dispatch`'s, for example) cross the
 //! boundary too: the worker sends the call to the host, which carries it out with the
-//! firing's own capabilities and answers. Not across it yet: native gateway handlers (a
-//! plugin's `agent:*` callbacks are not registered when it is isolated, with a warning).
+//! firing's own capabilities and answers. A plugin's native gateway callbacks (`agent:*`)
+//! run in its worker as well, through the same proxies.
 
 pub mod wire;
 
@@ -39,7 +39,9 @@ use std::time::{Duration, Instant};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult, RStr, RString};
-use hermes_hooks_abi::core::{EventView, Field, FieldValue, HostCalls, HostCalls_TO, Reply};
+use hermes_hooks_abi::core::{
+    EventView, Field, FieldValue, HookCallback, HostCalls, HostCalls_TO, Reply,
+};
 
 use super::load::{load_library, register};
 use super::manifest::Manifest;
@@ -586,6 +588,18 @@ pub struct Proxy {
     pub index: usize,
     /// `plugin::callback`.
     pub label: String,
+}
+
+/// A proxy is also a native callback, for the places that take one (native gateway
+/// handlers): the same call, in the ABI's shape.
+impl HookCallback for Proxy {
+    fn call(&self, event: &EventView<'_>) -> RResult<ROption<Reply>, RString> {
+        match self.plugin.call(self.index, &self.label, event) {
+            Ok(Some(reply)) => RResult::ROk(ROption::RSome(reply)),
+            Ok(None) => RResult::ROk(ROption::RNone),
+            Err(e) => RResult::RErr(e.into()),
+        }
+    }
 }
 
 impl ExternalHook for Proxy {
