@@ -26,7 +26,10 @@ fn every_way_an_isolated_plugin_dies_is_named_and_the_other_plugin_still_decides
         ("exit", "exit status 3"),
         ("loop", "killed after timeout 1 s"),
         ("sleep", "killed after timeout 1 s"),
-        ("alloc", "out of memory? its memory_limit is 256 MiB"),
+        (
+            "alloc",
+            "SIGABRT (signal 6); out of memory? its memory_limit is 256 MiB",
+        ),
     ];
     for (mode, cause) in cases {
         let home = home_with(mode);
@@ -48,6 +51,13 @@ fn every_way_an_isolated_plugin_dies_is_named_and_the_other_plugin_still_decides
         assert!(
             run.stdout().contains("Outcome: blocked by guardrail::"),
             "{mode}: the in-process plugin's block was lost:{}",
+            run.describe()
+        );
+        assert!(
+            run.stdout().contains(&format!(
+                "Isolated plugin 'crashy': no worker running, 0 restart(s), last crash: {cause}"
+            )) && run.stdout().contains(cause),
+            "{mode}:{}",
             run.describe()
         );
     }
@@ -92,7 +102,8 @@ fn an_isolated_plugin_decides_exactly_as_in_process_and_list_shows_its_worker() 
     );
     let list = home.hermes(&["plugins", "list"], &[]);
     assert!(
-        list.stdout().contains("isolation: process (worker pid "),
+        list.stdout().contains("isolation: process (worker pid ")
+            && list.stdout().contains(", 0 restart(s))"),
         "{}",
         list.describe()
     );
@@ -318,5 +329,40 @@ fn an_isolated_callbacks_host_capabilities_cross_the_boundary() {
         list.stdout().contains("isolation: process"),
         "{}",
         list.describe()
+    );
+}
+
+#[test]
+fn an_agent_run_goes_on_when_an_isolated_plugin_dies_mid_session() {
+    let home = home_with("segfault");
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {command: echo still-here}\n      - tool: terminal\n        args: {command: echo again}\n      - final: done\n",
+    )
+    .unwrap();
+    let cwd = work.path().display().to_string();
+    let script = script.display().to_string();
+    let run = home.hermes(
+        &[
+            "run",
+            &script,
+            "--cwd",
+            &cwd,
+            "--approvals",
+            "deny",
+            "--trace",
+            "off",
+        ],
+        &[],
+    );
+    run.expect_code(0);
+    assert!(run.stdout().contains("still-here"), "{}", run.describe());
+    assert!(
+        run.stderr()
+            .contains("Plugin 'crashy' crashed in hook 'pre_tool_call' (callback crashy::"),
+        "{}",
+        run.describe()
     );
 }

@@ -8,6 +8,7 @@ use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
 use hermes_host::{Hooks, LoadOptions, home::Home};
 
 fn main() -> ExitCode {
+    hermes_host::isolation::run_worker_if_asked(); // plugins with `isolation: process` run here
     let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
     if command.is_empty() {
         eprintln!("usage: embed COMMAND...");

@@ -56,6 +56,9 @@ pub struct PluginReport {
     pub isolation: Isolation,
     /// For an isolated plugin, its worker's pid at load.
     pub worker_pid: Option<u32>,
+    /// For an isolated plugin, its worker: pid now, restarts, last crash
+    /// ([`Isolated::status`](isolation::Isolated::status)).
+    pub worker: Option<std::sync::Arc<isolation::Isolated>>,
 }
 
 impl PluginReport {
@@ -134,6 +137,7 @@ pub fn load_all(
             linked_static: candidate.linked.is_some(),
             isolation: Isolation::InProcess,
             worker_pid: None,
+            worker: None,
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
@@ -393,6 +397,7 @@ fn load_isolated(
         }
     };
     entry.worker_pid = Some(started.pid);
+    entry.worker = Some(started.plugin.clone());
     entry.abi_version = Some(HOST_ABI_VERSION.to_string());
     for (index, (hook, callback_name)) in started.callbacks.iter().enumerate() {
         let label = format!("{}::{callback_name}", manifest.name);

@@ -111,8 +111,8 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
             println!("      static: linked into this binary");
         }
         if p.isolation == hermes_host::plugins::Isolation::Process {
-            match p.worker_pid {
-                Some(pid) => println!("      isolation: process (worker pid {pid})"),
+            match &p.worker {
+                Some(worker) => println!("      isolation: process ({})", worker_status(worker)),
                 None => println!("      isolation: process"),
             }
         }
@@ -166,8 +166,24 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "settings": p.settings,
         "static": p.linked_static,
         "isolation": p.isolation.as_str(),
-        "worker_pid": p.worker_pid,
+        "worker_pid": p.worker.as_ref().and_then(|w| w.status().0),
+        "worker_restarts": p.worker.as_ref().map(|w| w.status().1),
+        "worker_last_crash": p.worker.as_ref().and_then(|w| w.status().2),
     })
+}
+
+/// `worker pid 123, 2 restarts, last crash: SIGSEGV (signal 11)`.
+fn worker_status(worker: &hermes_host::isolation::Isolated) -> String {
+    let (pid, restarts, last_crash) = worker.status();
+    let mut text = match pid {
+        Some(pid) => format!("worker pid {pid}"),
+        None => "no worker running".to_string(),
+    };
+    text.push_str(&format!(", {restarts} restart(s)"));
+    if let Some(cause) = last_crash {
+        text.push_str(&format!(", last crash: {cause}"));
+    }
+    text
 }
 
 /// `hermes plugins new`: renders the embedded template into `<path>/<name>`.
@@ -564,6 +580,11 @@ fn fire(
         }
     }
     println!("Outcome: {summary}");
+    for p in &registry.report().plugins {
+        if let Some(worker) = &p.worker {
+            println!("Isolated plugin '{}': {}", p.name, worker_status(worker));
+        }
+    }
     Ok(ExitStatus::Success)
 }
 

@@ -246,6 +246,18 @@ pub struct Isolated {
     state: Mutex<State>,
 }
 
+impl std::fmt::Debug for Isolated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (pid, restarts, last_crash) = self.status();
+        f.debug_struct("Isolated")
+            .field("name", &self.name)
+            .field("pid", &pid)
+            .field("restarts", &restarts)
+            .field("last_crash", &last_crash)
+            .finish()
+    }
+}
+
 #[derive(Default)]
 struct State {
     worker: Option<Worker>,
