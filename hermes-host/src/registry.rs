@@ -353,6 +353,15 @@ impl Registry {
         }
     }
 
+    /// Whether the hook at position `index` of `HOOKS` has a callback: the typed methods
+    /// check it before building the payload, so a hook nobody registered costs one branch.
+    #[inline]
+    fn has_known(&self, index: usize) -> bool {
+        self.known
+            .get(index)
+            .is_some_and(|slot| !slot.entries.is_empty())
+    }
+
     /// Fires the hook at position `index` of `HOOKS` (the typed methods know it statically).
     fn fire_known<'a>(
         &self,
@@ -407,6 +416,9 @@ impl Registry {
     /// assert_eq!(verdict.blocked.unwrap().message, "no");
     /// ```
     pub fn pre_tool_call(&self, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
+        if !self.has_known(payload::PreToolCallEvent::INDEX) {
+            return ToolVerdict::default();
+        }
         match self.fire_known(
             payload::PreToolCallEvent::INDEX,
             &event.fields(),
@@ -419,6 +431,9 @@ impl Registry {
 
     /// `pre_llm_call`: the context to append to the user message, if any.
     pub fn pre_llm_call(&self, event: &payload::PreLlmCallEvent<'_>) -> Option<String> {
+        if !self.has_known(payload::PreLlmCallEvent::INDEX) {
+            return None;
+        }
         self.fire_known(
             payload::PreLlmCallEvent::INDEX,
             &event.fields(),
@@ -432,6 +447,9 @@ impl Registry {
         &self,
         event: &payload::TransformToolResultEvent<'_>,
     ) -> Option<String> {
+        if !self.has_known(payload::TransformToolResultEvent::INDEX) {
+            return None;
+        }
         self.fire_known(
             payload::TransformToolResultEvent::INDEX,
             &event.fields(),
@@ -445,6 +463,9 @@ impl Registry {
         &self,
         event: &payload::TransformTerminalOutputEvent<'_>,
     ) -> Option<String> {
+        if !self.has_known(payload::TransformTerminalOutputEvent::INDEX) {
+            return None;
+        }
         self.fire_known(
             payload::TransformTerminalOutputEvent::INDEX,
             &event.fields(),
@@ -458,6 +479,9 @@ impl Registry {
         &self,
         event: &payload::TransformLlmOutputEvent<'_>,
     ) -> Option<String> {
+        if !self.has_known(payload::TransformLlmOutputEvent::INDEX) {
+            return None;
+        }
         self.fire_known(
             payload::TransformLlmOutputEvent::INDEX,
             &event.fields(),
