@@ -27,6 +27,8 @@ mod template;
 mod schema;
 // isolation: process: a crashing, hanging or flooding plugin in a worker, survived.
 mod isolation;
+// persistent: true shell hooks: one process, many firings.
+mod persistent;
 // `hermes bench` on real hooks: measurements, baselines, gates, exit codes.
 mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.

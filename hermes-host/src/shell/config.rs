@@ -14,6 +14,7 @@
 //!       timeout: 10                    # seconds, default 60, at most 300
 //!       fail_closed: true              # a crash, timeout or bad output blocks the tool
 //!       priority: 0                    # equal priorities run together, lower first
+//!       persistent: true               # started once; one JSON line in and out per firing
 //!   pre_llm_call:
 //!     - command: python3 ~/.hermes/agent-hooks/context.py
 //! hooks_auto_accept: false
@@ -61,6 +62,9 @@ pub struct ShellHookSpec {
     pub fail_closed: bool,
     /// Hooks of one event with equal priority run together; lower priorities run first.
     pub priority: i64,
+    /// `persistent: true`: the command is started once and answers one JSON line per
+    /// firing on its stdout (see [`crate::shell::persistent`]).
+    pub persistent: bool,
 }
 
 impl ShellHookSpec {
@@ -78,6 +82,7 @@ impl ShellHookSpec {
             timeout: DEFAULT_TIMEOUT_SECS,
             fail_closed: false,
             priority: 0,
+            persistent: false,
         }
     }
 
@@ -231,6 +236,18 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
+    let persistent = match entry.get("persistent") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].persistent must be true or false (got {}); using false",
+                repr_yaml(other)
+            ));
+            false
+        }
+    };
+
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
@@ -249,6 +266,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         timeout,
         fail_closed,
         priority,
+        persistent,
     })
 }
 

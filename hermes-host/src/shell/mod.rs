@@ -37,6 +37,7 @@
 pub mod config;
 pub mod consent;
 pub mod matcher;
+pub mod persistent;
 pub mod script;
 pub mod spawn;
 pub mod wire;
@@ -275,16 +276,20 @@ pub struct ShellHook {
     pin: Pin,
     script: Option<PathBuf>,
     identity: String,
+    /// The running process of a `persistent: true` hook.
+    persistent: Option<persistent::Persistent>,
 }
 
 impl ShellHook {
     fn new(spec: ShellHookSpec, pin: Pin, identity: String) -> ShellHook {
         let script = script::resolved_path(&spec.command);
+        let persistent = spec.persistent.then(persistent::Persistent::default);
         ShellHook {
             spec,
             pin,
             script,
             identity,
+            persistent,
         }
     }
 
@@ -328,11 +333,11 @@ impl ExternalHook for ShellHook {
             );
         }
         let stdin = wire::serialize_payload(&spec.event, &wire::kwargs_from_view(event, true));
-        let run = spawn::run(
-            &spec.command,
-            stdin.as_bytes(),
-            Duration::from_secs(spec.timeout),
-        );
+        let timeout = Duration::from_secs(spec.timeout);
+        let run = match &self.persistent {
+            Some(p) => p.fire(&spec.command, &stdin, timeout),
+            None => spawn::run(&spec.command, stdin.as_bytes(), timeout),
+        };
         let evaluation = evaluate(spec, &run);
         let stderr = run.stderr.trim();
         if !stderr.is_empty() {
@@ -350,6 +355,10 @@ impl ExternalHook for ShellHook {
     }
 
     fn subprocess(&self, event: &EventView<'_>) -> Option<Subprocess> {
+        // A persistent hook spawns nothing per firing; a bare spawn is no comparison.
+        if self.spec.persistent {
+            return None;
+        }
         Some(Subprocess {
             command: self.spec.command.clone(),
             stdin: wire::serialize_payload(&self.spec.event, &wire::kwargs_from_view(event, true)),

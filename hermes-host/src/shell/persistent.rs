@@ -1,0 +1,275 @@
+//! Persistent shell hooks (`persistent: true`): the command starts once, at its first
+//! firing, and stays. Each firing writes the usual JSON payload, plus `hook_firing_id`, as
+//! one line on its stdin; the hook answers one line of JSON on stdout in the usual answer
+//! format (`{}` or an empty line: no decision). A Python policy then costs a pipe round trip
+//! per tool call instead of an interpreter start.
+//!
+//! - Firings to one process are serialised.
+//! - An answer that carries another `hook_firing_id`, or a line that is not JSON, is
+//!   reported and discarded, never applied to the wrong firing.
+//! - A timeout kills the process group; the next firing starts it again.
+//! - A process that exits is started again at a later firing, after a backoff; after
+//!   [`MAX_CRASHES`] exits in [`CRASH_WINDOW`] the hook is disabled for the run.
+//! - Its stderr lines go to the log, with the command.
+//!
+//! The outcome of a firing comes back as a [`RunResult`], so the answer is evaluated by the
+//! same rules as a one-shot hook's (and a failure is fail-open unless `fail_closed`).
+
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::spawn::{self, RunResult};
+use crate::process::Group;
+
+/// Exits within [`CRASH_WINDOW`] that disable a persistent hook.
+pub const MAX_CRASHES: usize = 5;
+
+/// The window [`MAX_CRASHES`] counts in.
+pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
+
+/// One persistent hook's process and record.
+#[derive(Default)]
+pub struct Persistent {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    running: Option<Running>,
+    next_id: u64,
+    crashes: VecDeque<Instant>,
+    not_before: Option<Instant>,
+    disabled: bool,
+}
+
+struct Running {
+    group: Group,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Persistent {
+    /// Fires once: `payload` is the one-line JSON object a one-shot hook would read.
+    pub fn fire(&self, command: &str, payload: &str, timeout: Duration) -> RunResult {
+        let started = Instant::now();
+        let failed = |error: String| RunResult {
+            error: Some(error),
+            elapsed: started.elapsed(),
+            ..RunResult::default()
+        };
+        let Ok(mut state) = self.state.lock() else {
+            return failed("the persistent hook's state is poisoned".into());
+        };
+        if state.disabled {
+            return failed(format!(
+                "disabled: it exited {MAX_CRASHES} times within {}s",
+                CRASH_WINDOW.as_secs()
+            ));
+        }
+        if state.running.is_none() {
+            if state.not_before.is_some_and(|t| Instant::now() < t) {
+                return failed("it exited and is restarting (backoff)".into());
+            }
+            match start(command) {
+                Ok(running) => state.running = Some(running),
+                Err(e) => return failed(e),
+            }
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        let line = with_firing_id(payload, id);
+        let Some(running) = state.running.as_mut() else {
+            return failed("the persistent hook is not running".into());
+        };
+        let written = running
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| running.stdin.write_all(b"\n"))
+            .and_then(|()| running.stdin.flush());
+        if let Err(e) = written {
+            let cause = self.exited(&mut state, command);
+            return failed(format!("cannot write to it ({e}): {cause}"));
+        }
+        let deadline = started + timeout;
+        loop {
+            let Some(running) = state.running.as_mut() else {
+                return failed("the persistent hook is not running".into());
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match running.lines.recv_timeout(left) {
+                Ok(answer) => {
+                    let text = answer.trim();
+                    if text.is_empty() {
+                        return answered("{}", started);
+                    }
+                    match serde_json::from_str::<serde_json::Value>(text) {
+                        Ok(value) => match value.get("hook_firing_id").and_then(|v| v.as_u64()) {
+                            Some(other) if other != id => tracing::warn!(
+                                "persistent shell hook {command} answered firing {other} during firing {id}; discarded"
+                            ),
+                            _ => return answered(text, started),
+                        },
+                        Err(_) => tracing::warn!(
+                            "persistent shell hook {command} printed a line that is not JSON; discarded: {}",
+                            text.chars().take(200).collect::<String>()
+                        ),
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(running) = state.running.take() {
+                        running.group.kill();
+                    }
+                    return RunResult {
+                        timed_out: true,
+                        elapsed: started.elapsed(),
+                        ..RunResult::default()
+                    };
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let cause = self.exited(&mut state, command);
+                    return failed(format!("the persistent hook {cause}"));
+                }
+            }
+        }
+    }
+
+    /// Records that the process is gone and says how it ended.
+    fn exited(&self, state: &mut State, command: &str) -> String {
+        let cause = match state.running.take() {
+            Some(mut running) => {
+                drop(running.stdin);
+                match running
+                    .group
+                    .wait_until(Instant::now() + Duration::from_secs(1))
+                {
+                    Some(status) => match (status.code(), status.signal()) {
+                        (Some(code), _) => format!("exited with status {code}"),
+                        (None, Some(signal)) => format!("was killed by signal {signal}"),
+                        _ => format!("ended with {status}"),
+                    },
+                    None => "stopped answering and was killed".into(),
+                }
+            }
+            None => "is not running".into(),
+        };
+        let now = Instant::now();
+        state.crashes.push_back(now);
+        while state
+            .crashes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+        {
+            state.crashes.pop_front();
+        }
+        state.not_before = Some(now + Duration::from_millis(50 << state.crashes.len().min(6)));
+        if state.crashes.len() >= MAX_CRASHES {
+            state.disabled = true;
+            tracing::warn!(
+                "persistent shell hook {command} exited {MAX_CRASHES} times within {}s and is disabled for the rest of this run; fix it, then start the agent again (`hermes hooks test <event>` runs it once)",
+                CRASH_WINDOW.as_secs()
+            );
+        }
+        cause
+    }
+}
+
+/// A firing answered with `stdout`.
+fn answered(stdout: &str, started: Instant) -> RunResult {
+    RunResult {
+        returncode: Some(0),
+        stdout: stdout.to_string(),
+        elapsed: started.elapsed(),
+        ..RunResult::default()
+    }
+}
+
+/// `payload` (a JSON object on one line) with `"hook_firing_id": id` added at its end.
+fn with_firing_id(payload: &str, id: u64) -> String {
+    let body = payload.trim_end();
+    match body.strip_suffix('}') {
+        Some(open) if open.trim_end().ends_with('{') => format!("{open}\"hook_firing_id\": {id}}}"),
+        Some(open) => format!("{open}, \"hook_firing_id\": {id}}}"),
+        None => body.to_string(),
+    }
+}
+
+/// Starts the command with its stdout read line by line and its stderr logged.
+fn start(command: &str) -> Result<Running, String> {
+    let argv = spawn::argv(command)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut group = Group::spawn(&mut cmd).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "command not found".to_string(),
+        std::io::ErrorKind::PermissionDenied => "command not executable".to_string(),
+        _ => e.to_string(),
+    })?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (group.take_stdin(), group.take_stdout(), group.take_stderr())
+    else {
+        group.kill();
+        return Err("the persistent hook has no pipes".into());
+    };
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("hermes-persistent-out".into())
+        .spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a reader thread: {e}"))?;
+    let label = command.to_string();
+    let _ = std::thread::Builder::new()
+        .name("hermes-persistent-err".into())
+        .spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                tracing::info!("persistent shell hook {label}: {line}");
+            }
+        });
+    Ok(Running {
+        group,
+        stdin,
+        lines,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_firing_id_is_appended_to_the_payload_object() {
+        assert_eq!(
+            with_firing_id(r#"{"a": 1}"#, 7),
+            r#"{"a": 1, "hook_firing_id": 7}"#
+        );
+        assert_eq!(with_firing_id("{}", 2), r#"{"hook_firing_id": 2}"#);
+    }
+
+    #[test]
+    fn a_persistent_cat_like_hook_answers_each_firing_from_one_process() {
+        let p = Persistent::default();
+        // Echoes each payload line back: the answer carries the firing's own id.
+        let script = "while read -r line; do echo \"$line\"; done";
+        let command = format!("/bin/sh -c '{script}'");
+        for _ in 0..3 {
+            let r = p.fire(&command, r#"{"x": 1}"#, Duration::from_secs(5));
+            assert_eq!(r.returncode, Some(0), "{r:?}");
+            assert!(r.stdout.contains("hook_firing_id"), "{r:?}");
+        }
+        assert_eq!(p.state.lock().unwrap().next_id, 3);
+        assert!(p.state.lock().unwrap().crashes.is_empty());
+    }
+}

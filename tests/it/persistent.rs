@@ -1,0 +1,177 @@
+//! `persistent: true` shell hooks through the real binary: one process for many firings,
+//! answers matched to their firing, timeouts and exits restarted, disabled after 5 exits.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use hermes_tests::support::{Run, TestHome};
+
+/// A Python policy kept running: records each start, blocks `rm`, prints junk before
+/// answering `bad`, sleeps on `slow`, answers a stale firing id before answering `stale`.
+const POLICY: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+with open(os.path.join(os.environ["HERMES_HOME"], "starts.log"), "a") as f:
+    f.write(f"{os.getpid()}\n")
+for line in sys.stdin:
+    payload = json.loads(line)
+    command = payload.get("tool_input", {}).get("command", "") or payload.get("args", {}).get("command", "")
+    fid = payload["hook_firing_id"]
+    if "slow" in command:
+        time.sleep(5)
+    if "bad" in command:
+        print("this is not json", flush=True)
+    if "stale" in command:
+        print(json.dumps({"hook_firing_id": fid - 1, "decision": "block", "reason": "stale"}), flush=True)
+    if "rm" in command:
+        print(json.dumps({"hook_firing_id": fid, "decision": "block", "reason": "no rm, says the policy"}), flush=True)
+    else:
+        print("{}", flush=True)
+"#;
+
+fn script(home: &TestHome, name: &str, body: &str) -> PathBuf {
+    let path = home.path().join(name);
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn policy_home(timeout: u64) -> TestHome {
+    let home = TestHome::new();
+    let policy = script(&home, "policy.py", POLICY).display().to_string();
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - command: {policy}\n      persistent: true\n      timeout: {timeout}\n"
+    ));
+    home.hermes(&["hooks", "allow", &policy], &[])
+        .expect_code(0);
+    home
+}
+
+fn session(home: &TestHome, commands: &[&str]) -> Run {
+    let work = tempfile::tempdir().unwrap();
+    let mut text = String::from("turns:\n  - user: go\n    steps:\n");
+    for c in commands {
+        text.push_str(&format!(
+            "      - tool: terminal\n        args: {{command: '{c}'}}\n"
+        ));
+    }
+    text.push_str("      - final: done\n");
+    let file = work.path().join("s.yaml");
+    std::fs::write(&file, text).unwrap();
+    let (file, cwd) = (
+        file.display().to_string(),
+        work.path().display().to_string(),
+    );
+    home.hermes(
+        &[
+            "run",
+            &file,
+            "--cwd",
+            &cwd,
+            "--approvals",
+            "deny",
+            "--trace",
+            "off",
+        ],
+        &[("HERMES_LOG", "warn")],
+    )
+}
+
+fn starts(home: &TestHome) -> usize {
+    std::fs::read_to_string(home.path().join("starts.log"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn one_process_answers_every_firing_and_junk_or_stale_lines_are_discarded() {
+    let home = policy_home(10);
+    let run = session(
+        &home,
+        &[
+            "echo one",
+            "rm -rf junk",
+            "echo bad",
+            "echo stale",
+            "echo two",
+        ],
+    );
+    run.expect_code(0);
+    assert_eq!(starts(&home), 1, "{}", run.describe());
+    let out = run.stdout();
+    assert!(out.contains("no rm, says the policy"), "{}", run.describe());
+    assert!(
+        out.contains("one") && out.contains("two"),
+        "{}",
+        run.describe()
+    );
+    // `echo stale` ran: the stale block for the previous firing was not applied to it.
+    assert!(!out.contains("\"stale\""), "{}", run.describe());
+    let err = run.stderr();
+    assert!(
+        err.contains("printed a line that is not JSON; discarded: this is not json"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        err.contains("during firing") && err.contains("discarded"),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_process_and_the_next_firing_starts_it_again() {
+    let home = policy_home(1);
+    let run = session(&home, &["echo slow", "rm -rf junk"]);
+    run.expect_code(0);
+    assert!(
+        run.stderr().contains("shell hook timed out after"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stdout().contains("no rm, says the policy"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(starts(&home), 2, "{}", run.describe());
+}
+
+#[test]
+fn a_hook_that_keeps_exiting_is_restarted_then_disabled() {
+    let home = TestHome::new();
+    let hook = script(&home, "dies.sh", "#!/bin/sh\nread line\nexit 3\n")
+        .display()
+        .to_string();
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - command: {hook}\n      persistent: true\n"
+    ));
+    home.hermes(&["hooks", "allow", &hook], &[]).expect_code(0);
+    let run = home.hermes(
+        &[
+            "bench",
+            "pre_tool_call",
+            "--system",
+            "shell",
+            "--duration",
+            "4s",
+            "--warmup",
+            "0",
+        ],
+        &[("HERMES_LOG", "warn")],
+    );
+    run.expect_code(0);
+    assert!(
+        run.stderr()
+            .contains("exited 5 times within 60s and is disabled for the rest of this run"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stdout()
+            .contains("the persistent hook exited with status 3"),
+        "{}",
+        run.describe()
+    );
+}
