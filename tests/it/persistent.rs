@@ -175,3 +175,37 @@ fn a_hook_that_keeps_exiting_is_restarted_then_disabled() {
         run.describe()
     );
 }
+
+#[test]
+fn doctor_flags_a_one_shot_python_hook_on_every_tool_call_and_not_a_persistent_one() {
+    let home = TestHome::new();
+    let once = script(
+        &home,
+        "once.py",
+        "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nprint('{}')\n",
+    );
+    let kept = script(&home, "kept.py", POLICY);
+    let (once, kept) = (once.display().to_string(), kept.display().to_string());
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - command: {once}\n    - command: {kept}\n      persistent: true\n"
+    ));
+    home.hermes(&["hooks", "allow", &once], &[]).expect_code(0);
+    home.hermes(&["hooks", "allow", &kept], &[]).expect_code(0);
+    let run = home.hermes(&["hooks", "doctor"], &[]);
+    let out = run.stdout();
+    assert_eq!(
+        out.matches("starts a new python3 on every tool call")
+            .count(),
+        1,
+        "{}",
+        run.describe()
+    );
+    let flagged = out.find("starts a new python3").unwrap();
+    let once_at = out.find(&once).unwrap();
+    let kept_at = out.find(&kept).unwrap();
+    assert!(
+        once_at < flagged && (kept_at < once_at || flagged < kept_at),
+        "{}",
+        run.describe()
+    );
+}

@@ -576,8 +576,37 @@ fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
                 )));
             }
         }
+        let per_tool_call = matches!(
+            spec.event.as_str(),
+            "pre_tool_call" | "post_tool_call" | "transform_tool_result"
+        );
+        if per_tool_call && !spec.persistent && !run.timed_out && run.error.is_none() {
+            if let Some(interpreter) = interpreter(&spec.command) {
+                checks.push(ok(format!(
+                    "⚠ starts a new {interpreter} on every tool call (this firing took {secs}s); set `persistent: true` and answer one JSON line per firing (docs/hooks.md, Persistent hooks) to pay that once"
+                )));
+            }
+        }
     }
     checks
+}
+
+/// `python3`, `node`, ...: the interpreter a command starts, by its first word or the
+/// script's `#!` line, when it is one whose start-up dominates a small hook.
+fn interpreter(command: &str) -> Option<String> {
+    let argv = hermes_host::shell::spawn::argv(command).ok()?;
+    let is_slow = |word: &str| {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        (name.starts_with("python") || name == "node" || name.starts_with("ruby"))
+            .then(|| name.to_string())
+    };
+    if let Some(name) = is_slow(&argv[0]) {
+        return Some(name);
+    }
+    let first = std::fs::read(&argv[0]).ok()?;
+    let line = String::from_utf8_lossy(&first[..first.len().min(200)]).into_owned();
+    let shebang = line.lines().next()?.strip_prefix("#!")?.to_string();
+    shebang.split_whitespace().find_map(is_slow)
 }
 
 fn allow(
