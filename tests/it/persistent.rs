@@ -209,3 +209,71 @@ fn doctor_flags_a_one_shot_python_hook_on_every_tool_call_and_not_a_persistent_o
         run.describe()
     );
 }
+
+#[test]
+fn a_persistent_hook_whose_script_changed_does_not_run_until_approved_again() {
+    let home = policy_home(10);
+    let policy = home.path().join("policy.py");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(&policy, format!("{text}# edited\n")).unwrap();
+    let run = session(&home, &["rm -rf junk"]);
+    run.expect_code(0);
+    assert!(
+        run.stderr().contains("changed since it was approved"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        !run.stdout().contains("no rm, says the policy"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(starts(&home), 0, "a changed script was started");
+    let command = policy.display().to_string();
+    home.hermes(&["hooks", "allow", &command], &[])
+        .expect_code(0);
+    let run = session(&home, &["rm -rf junk"]);
+    assert!(
+        run.stdout().contains("no rm, says the policy"),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn instances_keeps_a_pool_for_concurrent_callers() {
+    for (instances, expected) in [(1, 1), (2, 2)] {
+        let home = TestHome::new();
+        let hook = script(
+            &home,
+            "pool.py",
+            "#!/usr/bin/env python3\nimport os, sys, time\nopen(os.path.join(os.environ['HERMES_HOME'], 'starts.log'), 'a').write(f'{os.getpid()}\\n')\nfor line in sys.stdin:\n    time.sleep(0.005)\n    print('{}', flush=True)\n",
+        )
+        .display()
+        .to_string();
+        home.config(&format!(
+            "hooks:\n  pre_tool_call:\n    - command: {hook}\n      persistent: true\n      instances: {instances}\n"
+        ));
+        home.hermes(&["hooks", "allow", &hook], &[]).expect_code(0);
+        let run = home.hermes(
+            &[
+                "bench",
+                "pre_tool_call",
+                "--concurrency",
+                "4",
+                "--duration",
+                "500ms",
+                "--json",
+            ],
+            &[],
+        );
+        run.expect_code(0);
+        assert_eq!(
+            starts(&home),
+            expected,
+            "instances: {instances}{}",
+            run.describe()
+        );
+        assert!(run.stdout().contains("\"errors\": 0"), "{}", run.describe());
+    }
+}

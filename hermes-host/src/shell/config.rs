@@ -15,6 +15,7 @@
 //!       fail_closed: true              # a crash, timeout or bad output blocks the tool
 //!       priority: 0                    # equal priorities run together, lower first
 //!       persistent: true               # started once; one JSON line in and out per firing
+//!       instances: 2                   # persistent only: processes for concurrent callers
 //!   pre_llm_call:
 //!     - command: python3 ~/.hermes/agent-hooks/context.py
 //! hooks_auto_accept: false
@@ -65,6 +66,9 @@ pub struct ShellHookSpec {
     /// `persistent: true`: the command is started once and answers one JSON line per
     /// firing on its stdout (see [`crate::shell::persistent`]).
     pub persistent: bool,
+    /// `instances: N` for a persistent hook: processes kept for concurrent callers
+    /// (default 1, at most 16).
+    pub instances: usize,
 }
 
 impl ShellHookSpec {
@@ -83,6 +87,7 @@ impl ShellHookSpec {
             fail_closed: false,
             priority: 0,
             persistent: false,
+            instances: 1,
         }
     }
 
@@ -248,6 +253,20 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
+    let instances = match entry.get("instances") {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (1..=16).contains(&n)) => {
+            n.as_u64().unwrap_or(1) as usize
+        }
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].instances must be an int from 1 to 16 (got {}); using 1",
+                repr_yaml(other)
+            ));
+            1
+        }
+    };
+
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
@@ -267,6 +286,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         fail_closed,
         priority,
         persistent,
+        instances,
     })
 }
 

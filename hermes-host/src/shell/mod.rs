@@ -283,7 +283,9 @@ pub struct ShellHook {
 impl ShellHook {
     fn new(spec: ShellHookSpec, pin: Pin, identity: String) -> ShellHook {
         let script = script::resolved_path(&spec.command);
-        let persistent = spec.persistent.then(persistent::Persistent::default);
+        let persistent = spec
+            .persistent
+            .then(|| persistent::Persistent::with_instances(spec.instances));
         ShellHook {
             spec,
             pin,

@@ -4,7 +4,8 @@
 //! format (`{}` or an empty line: no decision). A Python policy then costs a pipe round trip
 //! per tool call instead of an interpreter start.
 //!
-//! - Firings to one process are serialised.
+//! - Firings to one process are serialised; `instances: N` keeps a pool of N processes for
+//!   concurrent callers (a gateway serving several chats).
 //! - An answer that carries another `hook_firing_id`, or a line that is not JSON, is
 //!   reported and discarded, never applied to the wrong firing.
 //! - A timeout kills the process group; the next firing starts it again.
@@ -32,10 +33,18 @@ pub const MAX_CRASHES: usize = 5;
 /// The window [`MAX_CRASHES`] counts in.
 pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
 
-/// One persistent hook's process and record.
-#[derive(Default)]
+/// The most processes `instances:` keeps for one hook.
+pub const MAX_INSTANCES: usize = 16;
+
+/// One persistent hook's processes (`instances:`, default 1) and their records.
 pub struct Persistent {
-    state: Mutex<State>,
+    slots: Vec<Mutex<State>>,
+}
+
+impl Default for Persistent {
+    fn default() -> Self {
+        Persistent::with_instances(1)
+    }
 }
 
 #[derive(Default)]
@@ -54,7 +63,17 @@ struct Running {
 }
 
 impl Persistent {
-    /// Fires once: `payload` is the one-line JSON object a one-shot hook would read.
+    /// A pool of `n` processes (1 to [`MAX_INSTANCES`]), each started at its first firing.
+    pub fn with_instances(n: usize) -> Persistent {
+        Persistent {
+            slots: (0..n.clamp(1, MAX_INSTANCES))
+                .map(|_| Mutex::new(State::default()))
+                .collect(),
+        }
+    }
+
+    /// Fires once on a free process of the pool (waiting for one when all are busy):
+    /// `payload` is the one-line JSON object a one-shot hook would read.
     pub fn fire(&self, command: &str, payload: &str, timeout: Duration) -> RunResult {
         let started = Instant::now();
         let failed = |error: String| RunResult {
@@ -62,7 +81,18 @@ impl Persistent {
             elapsed: started.elapsed(),
             ..RunResult::default()
         };
-        let Ok(mut state) = self.state.lock() else {
+        let free = self.slots.iter().find_map(|slot| slot.try_lock().ok());
+        let state = match free {
+            Some(state) => Ok(state),
+            None => {
+                // All busy: queue on one, spreading the waiters.
+                static NEXT: std::sync::atomic::AtomicUsize =
+                    std::sync::atomic::AtomicUsize::new(0);
+                let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.slots.len();
+                self.slots[i].lock()
+            }
+        };
+        let Ok(mut state) = state else {
             return failed("the persistent hook's state is poisoned".into());
         };
         if state.disabled {
@@ -269,7 +299,7 @@ mod tests {
             assert_eq!(r.returncode, Some(0), "{r:?}");
             assert!(r.stdout.contains("hook_firing_id"), "{r:?}");
         }
-        assert_eq!(p.state.lock().unwrap().next_id, 3);
-        assert!(p.state.lock().unwrap().crashes.is_empty());
+        assert_eq!(p.slots[0].lock().unwrap().next_id, 3);
+        assert!(p.slots[0].lock().unwrap().crashes.is_empty());
     }
 }
