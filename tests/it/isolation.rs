@@ -366,3 +366,27 @@ fn an_agent_run_goes_on_when_an_isolated_plugin_dies_mid_session() {
         run.describe()
     );
 }
+
+#[test]
+fn gateway_emit_reaches_a_plugins_gateway_callbacks_isolated_or_not() {
+    for isolation in ["process", "in-process"] {
+        let home = TestHome::new();
+        home.install("noisy", "noisy", None, None);
+        home.config(&format!(
+            "plugins:\n  enabled: [noisy]\n  isolation:\n    noisy: {isolation}\n"
+        ));
+        let run = home.hermes(&["gateway", "emit", "agent:start", "--deadline", "10"], &[]);
+        run.expect_code(0);
+        let printed = format!("{}{}", run.stdout(), run.stderr());
+        assert!(
+            printed.contains("noisy: gateway agent:start"),
+            "{isolation}:{}",
+            run.describe()
+        );
+        assert!(
+            run.stdout().contains("Delivered: 1"),
+            "{isolation}:{}",
+            run.describe()
+        );
+    }
+}

@@ -35,6 +35,16 @@ pub fn load_plugins(
     Hooks::load(&settings.home, &options).context("cannot load plugins")
 }
 
+/// Plugins and gateway hooks, for `hermes gateway emit`: a plugin's native gateway
+/// callbacks are gateway hooks too. No shell hooks (they are not gateway hooks).
+pub fn load_gateway(settings: &Settings, log: Arc<dyn GatewayLog>) -> anyhow::Result<Hooks> {
+    let options = LoadOptions {
+        shell_hooks: false,
+        ..options(settings, None, Some(log))
+    };
+    Hooks::load(&settings.home, &options).context("cannot load gateway hooks")
+}
+
 /// The facade's options for this invocation's settings.
 fn options(
     settings: &Settings,

@@ -62,7 +62,12 @@ fn emit(
     if !deadline.is_finite() || deadline < 0.0 {
         bail!("--deadline must be a number of seconds, 0 or more");
     }
-    let hooks = GatewayHooks::discover(&settings.home, stdout_log());
+    // Through the facade, so plugins' native gateway callbacks receive the event too.
+    let loaded = crate::cli::load::load_gateway(settings, stdout_log())?;
+    let Some(hooks) = loaded.gateway() else {
+        print(&format!("No gateway hook listens to '{event}'.\n"));
+        return Ok(ExitStatus::Success);
+    };
     let targets: Vec<&str> = hooks
         .resolve(event)
         .iter()
