@@ -91,6 +91,97 @@ pub fn kill_group(pid: u32) -> io::Result<()> {
     }
 }
 
+/// The host's stderr, as a child's stdout or stderr: what a child prints lands in the
+/// host's log and never in a pipe the host reads (`Stdio::null()` if it cannot be shared).
+pub fn stderr_stdio() -> Stdio {
+    use std::os::fd::AsFd as _;
+    let _ = io::stderr().flush();
+    match io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => Stdio::from(fd),
+        Err(_) => Stdio::null(),
+    }
+}
+
+/// `exited with status 3` / `was killed by signal 9`.
+///
+/// ```
+/// use std::os::unix::process::ExitStatusExt;
+/// let status = std::process::ExitStatus::from_raw(3 << 8);
+/// assert_eq!(hermes_host::process::describe_status(status), "exited with status 3");
+/// ```
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+/// The crashes of a restartable child within a window: when it may start again (an
+/// exponential backoff) and whether it crashed too often to be started again this run.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// let mut crashes = hermes_host::process::CrashRecord::new(Duration::from_secs(60), Duration::from_millis(50), 5);
+/// let now = Instant::now();
+/// for _ in 0..4 { crashes.record(now); }
+/// assert!(!crashes.exhausted());
+/// crashes.record(now);
+/// assert!(crashes.exhausted() && !crashes.may_start(now));
+/// ```
+#[derive(Clone, Debug)]
+pub struct CrashRecord {
+    times: std::collections::VecDeque<Instant>,
+    window: Duration,
+    base: Duration,
+    limit: usize,
+    not_before: Option<Instant>,
+}
+
+impl CrashRecord {
+    /// No crashes yet; `limit` crashes within `window` exhaust it; the first restart waits
+    /// `base`, each later one twice as long (up to 64 times `base`).
+    pub fn new(window: Duration, base: Duration, limit: usize) -> CrashRecord {
+        CrashRecord {
+            times: std::collections::VecDeque::new(),
+            window,
+            base,
+            limit,
+            not_before: None,
+        }
+    }
+
+    /// Records a crash at `now`.
+    pub fn record(&mut self, now: Instant) {
+        self.times.push_back(now);
+        while self
+            .times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > self.window)
+        {
+            self.times.pop_front();
+        }
+        let exponent = self.times.len().min(6) as u32;
+        self.not_before = Some(now + self.base * 2u32.pow(exponent));
+    }
+
+    /// Whether the child crashed `limit` times within the window.
+    pub fn exhausted(&self) -> bool {
+        self.times.len() >= self.limit
+    }
+
+    /// Whether the backoff since the last crash has passed (and it is not exhausted).
+    pub fn may_start(&self, now: Instant) -> bool {
+        !self.exhausted() && self.not_before.is_none_or(|t| now >= t)
+    }
+
+    /// Crashes within the window.
+    pub fn count(&self) -> usize {
+        self.times.len()
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // A long-lived child
 

@@ -2,29 +2,18 @@
 //! handler, a replayed trace; baselines, regression and budget gates, exit codes, and a home
 //! left exactly as it was.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use hermes_tests::support::{Run, TestHome, built};
 
-/// Writes an executable script into the home and returns its path.
-fn script(home: &TestHome, name: &str, body: &str) -> PathBuf {
-    let path = home.path().join(name);
-    std::fs::write(&path, body).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 /// A home with one allowlisted pre_tool_call shell hook that sleeps as long as the file
 /// `delay` says (seconds).
 fn sleeping_home(delay: &str) -> (TestHome, String) {
     let home = TestHome::new();
     std::fs::write(home.path().join("delay"), delay).unwrap();
-    let hook = script(
-        &home,
+    let hook = home.script(
         "slow.sh",
         "#!/bin/sh\ncat > /dev/null\nsleep \"$(cat \"$HERMES_HOME/delay\")\"\n",
     );
@@ -102,7 +91,7 @@ fn a_shell_hook_that_sleeps_20ms_measures_at_least_that_with_the_bare_spawn_besi
 #[test]
 fn a_hook_not_allowlisted_is_skipped_with_a_note_and_accept_hooks_records_nothing() {
     let home = TestHome::new();
-    let hook = script(&home, "ok.sh", "#!/bin/sh\ncat > /dev/null\n");
+    let hook = home.script("ok.sh", "#!/bin/sh\ncat > /dev/null\n");
     let command = hook.display().to_string();
     home.config(&format!(
         "hooks:\n  on_session_start:\n    - command: {command}\n"
@@ -288,8 +277,7 @@ fn budgets_pass_fail_and_refuse_bad_syntax_with_exit_codes_0_1_2() {
 fn replay_fires_the_payloads_a_real_trace_recorded() {
     let home = TestHome::new();
     let seen = home.path().join("seen.jsonl");
-    let hook = script(
-        &home,
+    let hook = home.script(
         "record.sh",
         &format!(
             "#!/bin/sh\ncat >> '{}'\necho >> '{}'\n",
@@ -369,7 +357,7 @@ fn a_gateway_hook_reports_emit_delivery_and_event_and_html_has_plots() {
     let dir = home.path().join("hooks/ack");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("HOOK.yaml"), "events: [agent:start]\n").unwrap();
-    script(&home, "hooks/ack/handler", "#!/bin/sh\ncat > /dev/null\n");
+    home.script("hooks/ack/handler", "#!/bin/sh\ncat > /dev/null\n");
     let html = home.path().join("report.html");
     let run = home.hermes(
         &[

@@ -11,11 +11,9 @@ use hermes_host::gateway::MemoryLog;
 use hermes_host::{ConsentPolicy, Hooks, LoadOptions};
 use hermes_tests::support::TestHome;
 
+/// A `/bin/sh` script running `body`.
 fn script(home: &TestHome, name: &str, body: &str) -> std::path::PathBuf {
-    let path = home.path().join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    home.script(name, &format!("#!/bin/sh\n{body}\n"))
 }
 
 #[test]

@@ -1,9 +1,6 @@
 //! `persistent: true` shell hooks through the real binary: one process for many firings,
 //! answers matched to their firing, timeouts and exits restarted, disabled after 5 exits.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-
 use hermes_tests::support::{Run, TestHome};
 
 /// A Python policy kept running: records each start, blocks `rm`, prints junk before
@@ -28,16 +25,9 @@ for line in sys.stdin:
         print("{}", flush=True)
 "#;
 
-fn script(home: &TestHome, name: &str, body: &str) -> PathBuf {
-    let path = home.path().join(name);
-    std::fs::write(&path, body).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 fn policy_home(timeout: u64) -> TestHome {
     let home = TestHome::new();
-    let policy = script(&home, "policy.py", POLICY).display().to_string();
+    let policy = home.script("policy.py", POLICY).display().to_string();
     home.config(&format!(
         "hooks:\n  pre_tool_call:\n    - command: {policy}\n      persistent: true\n      timeout: {timeout}\n"
     ));
@@ -141,7 +131,8 @@ fn a_timeout_kills_the_process_and_the_next_firing_starts_it_again() {
 #[test]
 fn a_hook_that_keeps_exiting_is_restarted_then_disabled() {
     let home = TestHome::new();
-    let hook = script(&home, "dies.sh", "#!/bin/sh\nread line\nexit 3\n")
+    let hook = home
+        .script("dies.sh", "#!/bin/sh\nread line\nexit 3\n")
         .display()
         .to_string();
     home.config(&format!(
@@ -179,12 +170,11 @@ fn a_hook_that_keeps_exiting_is_restarted_then_disabled() {
 #[test]
 fn doctor_flags_a_one_shot_python_hook_on_every_tool_call_and_not_a_persistent_one() {
     let home = TestHome::new();
-    let once = script(
-        &home,
+    let once = home.script(
         "once.py",
         "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nprint('{}')\n",
     );
-    let kept = script(&home, "kept.py", POLICY);
+    let kept = home.script("kept.py", POLICY);
     let (once, kept) = (once.display().to_string(), kept.display().to_string());
     home.config(&format!(
         "hooks:\n  pre_tool_call:\n    - command: {once}\n    - command: {kept}\n      persistent: true\n"
@@ -244,9 +234,7 @@ fn a_persistent_hook_whose_script_changed_does_not_run_until_approved_again() {
 fn instances_keeps_a_pool_for_concurrent_callers() {
     for (instances, expected) in [(1, 1), (2, 2)] {
         let home = TestHome::new();
-        let hook = script(
-            &home,
-            "pool.py",
+        let hook = home.script("pool.py",
             "#!/usr/bin/env python3\nimport os, sys, time\nopen(os.path.join(os.environ['HERMES_HOME'], 'starts.log'), 'a').write(f'{os.getpid()}\\n')\nfor line in sys.stdin:\n    time.sleep(0.005)\n    print('{}', flush=True)\n",
         )
         .display()

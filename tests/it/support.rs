@@ -309,6 +309,19 @@ impl TestHome {
         dest
     }
 
+    /// Writes an executable script `name` into the home and returns its path.
+    pub fn script(&self, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.path().join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("create the script's directory");
+        }
+        std::fs::write(&path, body).expect("write the script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make the script executable");
+        path
+    }
+
     /// Writes `config.yaml`.
     pub fn config(&self, text: &str) {
         std::fs::write(self.path().join("config.yaml"), text).expect("write config.yaml");

@@ -11,7 +11,6 @@
 //!   reads: a handler's `print` cannot block on a full pipe, cannot corrupt a protocol, and
 //!   a grandchild holding the output open cannot hold the gateway.
 
-use std::os::fd::AsFd as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -44,23 +43,7 @@ impl HandlerEnv {
     }
 }
 
-/// The gateway's stderr, as a child's stdout.
-pub(crate) fn stderr_stdio() -> Stdio {
-    match std::io::stderr().as_fd().try_clone_to_owned() {
-        Ok(fd) => Stdio::from(fd),
-        Err(_) => Stdio::null(),
-    }
-}
-
-/// `exited with status 3` / `was killed by signal 9`.
-pub(crate) fn describe_status(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt as _;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
-        (None, None) => format!("ended with {status}"),
-    }
-}
+pub(crate) use crate::process::{describe_status, stderr_stdio};
 
 /// `1.5s`, `60s`: a duration as the reference prints timeouts.
 pub(crate) fn seconds(d: std::time::Duration) -> String {

@@ -16,16 +16,14 @@
 //! The outcome of a firing comes back as a [`RunResult`], so the answer is evaluated by the
 //! same rules as a one-shot hook's (and a failure is fail-open unless `fail_closed`).
 
-use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::unix::process::ExitStatusExt as _;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::spawn::{self, RunResult};
-use crate::process::Group;
+use crate::process::{CrashRecord, Group, describe_status};
 
 /// Exits within [`CRASH_WINDOW`] that disable a persistent hook.
 pub const MAX_CRASHES: usize = 5;
@@ -47,13 +45,20 @@ impl Default for Persistent {
     }
 }
 
-#[derive(Default)]
 struct State {
     running: Option<Running>,
     next_id: u64,
-    crashes: VecDeque<Instant>,
-    not_before: Option<Instant>,
-    disabled: bool,
+    crashes: CrashRecord,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            running: None,
+            next_id: 0,
+            crashes: CrashRecord::new(CRASH_WINDOW, Duration::from_millis(50), MAX_CRASHES),
+        }
+    }
 }
 
 struct Running {
@@ -95,14 +100,14 @@ impl Persistent {
         let Ok(mut state) = state else {
             return failed("the persistent hook's state is poisoned".into());
         };
-        if state.disabled {
+        if state.crashes.exhausted() {
             return failed(format!(
                 "disabled: it exited {MAX_CRASHES} times within {}s",
                 CRASH_WINDOW.as_secs()
             ));
         }
         if state.running.is_none() {
-            if state.not_before.is_some_and(|t| Instant::now() < t) {
+            if !state.crashes.may_start(Instant::now()) {
                 return failed("it exited and is restarting (backoff)".into());
             }
             match start(command) {
@@ -177,28 +182,14 @@ impl Persistent {
                     .group
                     .wait_until(Instant::now() + Duration::from_secs(1))
                 {
-                    Some(status) => match (status.code(), status.signal()) {
-                        (Some(code), _) => format!("exited with status {code}"),
-                        (None, Some(signal)) => format!("was killed by signal {signal}"),
-                        _ => format!("ended with {status}"),
-                    },
+                    Some(status) => describe_status(status),
                     None => "stopped answering and was killed".into(),
                 }
             }
             None => "is not running".into(),
         };
-        let now = Instant::now();
-        state.crashes.push_back(now);
-        while state
-            .crashes
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
-        {
-            state.crashes.pop_front();
-        }
-        state.not_before = Some(now + Duration::from_millis(50 << state.crashes.len().min(6)));
-        if state.crashes.len() >= MAX_CRASHES {
-            state.disabled = true;
+        state.crashes.record(Instant::now());
+        if state.crashes.exhausted() {
             tracing::warn!(
                 "persistent shell hook {command} exited {MAX_CRASHES} times within {}s and is disabled for the rest of this run; fix it, then start the agent again (`hermes hooks test <event>` runs it once)",
                 CRASH_WINDOW.as_secs()
@@ -300,6 +291,6 @@ mod tests {
             assert!(r.stdout.contains("hook_firing_id"), "{r:?}");
         }
         assert_eq!(p.slots[0].lock().unwrap().next_id, 3);
-        assert!(p.slots[0].lock().unwrap().crashes.is_empty());
+        assert_eq!(p.slots[0].lock().unwrap().crashes.count(), 0);
     }
 }

@@ -378,7 +378,7 @@ pub fn run(
                     };
                     match ext.subprocess(&view0) {
                         Some(sub) => {
-                            let bare = |_| bare_spawn(&sub.command, &sub.stdin, sub.timeout);
+                            let bare = |_| bare_spawn(&sub.command, &sub.stdin);
                             let (series, bare) =
                                 measure::measure_pair(&fire, &bare, &plan.budget, stop);
                             Row {
@@ -491,8 +491,9 @@ fn row_all(event: &str, hook: &str, series: Series) -> Row {
     }
 }
 
-/// The command spawned as a plain program would: no host, the same argv and stdin.
-fn bare_spawn(command: &str, stdin: &str, timeout: Duration) -> Fired {
+/// The command spawned as a plain program would: no host, the same argv and stdin, and no
+/// supervision (a hook past its timeout is already an error in the hook's own row).
+fn bare_spawn(command: &str, stdin: &str) -> Fired {
     use std::io::Write as _;
     let argv = hermes_host::shell::spawn::argv(command)?;
     let mut cmd = std::process::Command::new(&argv[0]);
@@ -506,9 +507,6 @@ fn bare_spawn(command: &str, stdin: &str, timeout: Duration) -> Fired {
     if let Some(mut input) = child.stdin.take() {
         let _ = input.write_all(stdin.as_bytes());
     }
-    // A bare spawn has no supervision by design; a hook past its timeout is already an
-    // error in the hook's own row.
-    let _ = timeout;
     let out = child
         .wait_with_output()
         .map_err(|e| format!("cannot wait for {}: {e}", argv[0]))?;

@@ -27,8 +27,6 @@
 
 pub mod wire;
 
-use std::collections::VecDeque;
-use std::io::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -45,7 +43,7 @@ use hermes_hooks_abi::core::{
 
 use super::load::{load_library, register};
 use super::manifest::Manifest;
-use crate::process::Group;
+use crate::process::{CrashRecord, Group, stderr_stdio};
 use crate::registry::{ExternalHook, HookResult};
 use wire::{Answer, Body, Kind, Value};
 
@@ -258,14 +256,22 @@ impl std::fmt::Debug for Isolated {
     }
 }
 
-#[derive(Default)]
 struct State {
     worker: Option<Worker>,
-    crashes: VecDeque<Instant>,
-    disabled: bool,
-    not_before: Option<Instant>,
+    crashes: CrashRecord,
     restarts: u64,
     last_crash: Option<String>,
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            worker: None,
+            crashes: CrashRecord::new(CRASH_WINDOW, Duration::from_millis(100), MAX_CRASHES),
+            restarts: 0,
+            last_crash: None,
+        }
+    }
 }
 
 struct Worker {
@@ -304,7 +310,7 @@ impl Isolated {
                 .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
             memory_limit: manifest.memory_limit,
             fail_closed: manifest.fail_closed,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new()),
         });
         let (worker, hello) = plugin.spawn()?;
         let (callbacks, error) = (hello.callbacks, hello.error);
@@ -398,11 +404,11 @@ impl Isolated {
         let Ok(mut state) = self.state.lock() else {
             return Ok(None);
         };
-        if state.disabled {
+        if state.crashes.exhausted() {
             return Ok(self.fallback(hook, "it is disabled after repeated crashes"));
         }
         if state.worker.is_none() {
-            if state.not_before.is_some_and(|t| Instant::now() < t) {
+            if !state.crashes.may_start(Instant::now()) {
                 let why = state.last_crash.clone().unwrap_or_default();
                 return Ok(self.fallback(hook, &format!("its worker is restarting ({why})")));
             }
@@ -500,24 +506,13 @@ impl Isolated {
     }
 
     fn crashed(&self, state: &mut State, hook: &str, label: &str, cause: String) {
-        let now = Instant::now();
-        state.crashes.push_back(now);
-        while state
-            .crashes
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
-        {
-            state.crashes.pop_front();
-        }
-        let backoff = Duration::from_millis(100 << state.crashes.len().min(6));
-        state.not_before = Some(now + backoff);
+        state.crashes.record(Instant::now());
         state.last_crash = Some(cause.clone());
         tracing::warn!(
             "Plugin '{}' crashed in hook '{hook}' (callback {label}): {cause}; its worker restarts at the next firing",
             self.name
         );
-        if state.crashes.len() >= MAX_CRASHES {
-            state.disabled = true;
+        if state.crashes.exhausted() {
             tracing::warn!(
                 "Plugin '{}' crashed {MAX_CRASHES} times within {}s and is disabled for the rest of this run; fix it, then start the agent again (`hermes plugins fire` reproduces a crash)",
                 self.name,
@@ -580,15 +575,6 @@ fn seconds(d: Duration) -> String {
         format!("{s:.0} s")
     } else {
         format!("{s} s")
-    }
-}
-
-fn stderr_stdio() -> Stdio {
-    use std::os::fd::AsFd as _;
-    let _ = std::io::stderr().flush();
-    match std::io::stderr().as_fd().try_clone_to_owned() {
-        Ok(fd) => Stdio::from(fd),
-        Err(_) => Stdio::null(),
     }
 }
 
