@@ -29,6 +29,8 @@ mod schema;
 mod isolation;
 // persistent: true shell hooks: one process, many firings.
 mod persistent;
+// url: hooks against a real HTTP server on loopback.
+mod http_hooks;
 // `hermes bench` on real hooks: measurements, baselines, gates, exit codes.
 mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.

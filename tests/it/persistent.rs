@@ -37,33 +37,7 @@ fn policy_home(timeout: u64) -> TestHome {
 }
 
 fn session(home: &TestHome, commands: &[&str]) -> Run {
-    let work = tempfile::tempdir().unwrap();
-    let mut text = String::from("turns:\n  - user: go\n    steps:\n");
-    for c in commands {
-        text.push_str(&format!(
-            "      - tool: terminal\n        args: {{command: '{c}'}}\n"
-        ));
-    }
-    text.push_str("      - final: done\n");
-    let file = work.path().join("s.yaml");
-    std::fs::write(&file, text).unwrap();
-    let (file, cwd) = (
-        file.display().to_string(),
-        work.path().display().to_string(),
-    );
-    home.hermes(
-        &[
-            "run",
-            &file,
-            "--cwd",
-            &cwd,
-            "--approvals",
-            "deny",
-            "--trace",
-            "off",
-        ],
-        &[("HERMES_LOG", "warn")],
-    )
+    home.terminal_session(commands, &[("HERMES_LOG", "warn")])
 }
 
 fn starts(home: &TestHome) -> usize {

@@ -345,6 +345,38 @@ impl TestHome {
         }
     }
 
+    /// Runs `hermes run` on a scripted session of one turn that calls the terminal tool with
+    /// each of `commands` in turn, then answers `done` (tool approvals denied, no trace).
+    pub fn terminal_session(&self, commands: &[&str], env: &[(&str, &str)]) -> Run {
+        let work = tempfile::tempdir().expect("a temporary directory");
+        let mut text = String::from("turns:\n  - user: go\n    steps:\n");
+        for c in commands {
+            text.push_str(&format!(
+                "      - tool: terminal\n        args: {{command: '{c}'}}\n"
+            ));
+        }
+        text.push_str("      - final: done\n");
+        let file = work.path().join("s.yaml");
+        std::fs::write(&file, text).expect("write the session");
+        let (file, cwd) = (
+            file.display().to_string(),
+            work.path().display().to_string(),
+        );
+        self.hermes(
+            &[
+                "run",
+                &file,
+                "--cwd",
+                &cwd,
+                "--approvals",
+                "deny",
+                "--trace",
+                "off",
+            ],
+            env,
+        )
+    }
+
     /// Loads the home's plugins through the public API.
     pub fn load(
         &self,

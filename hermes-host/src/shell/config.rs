@@ -18,11 +18,15 @@
 //!       instances: 2                   # persistent only: processes for concurrent callers
 //!   pre_llm_call:
 //!     - command: python3 ~/.hermes/agent-hooks/context.py
+//!     - url: https://policy.internal/hermes   # POST the payload; the body is the answer
+//!       headers: {Authorization: "Bearer ${POLICY_TOKEN}"}
+//!       allowed_env_vars: [POLICY_TOKEN]     # the only variables a header may name
 //! hooks_auto_accept: false
 //! ```
 
 use yaml_serde::Value;
 
+use super::http::{HttpSpec, is_http_url};
 use super::matcher::Matcher;
 use crate::home::{Config, is_truthy, yaml_type_name};
 use crate::pyfmt::{close_match, repr_str, repr_yaml};
@@ -52,7 +56,8 @@ pub const BLOCKING_EVENTS: [&str; 1] = ["pre_tool_call"];
 pub struct ShellHookSpec {
     /// The hook event (a name from `hermes_hooks_abi::hooks::names_sorted()`).
     pub event: String,
-    /// The command line, stripped of surrounding whitespace.
+    /// The command line, stripped of surrounding whitespace; for an HTTP hook, its URL (the
+    /// allowlist, labels and messages name a hook by this text).
     pub command: String,
     /// The tool matcher (tool events only).
     pub matcher: Option<Matcher>,
@@ -69,6 +74,8 @@ pub struct ShellHookSpec {
     /// `instances: N` for a persistent hook: processes kept for concurrent callers
     /// (default 1, at most 16).
     pub instances: usize,
+    /// `url:` instead of `command:`: an HTTP hook (see [`crate::shell::http`]).
+    pub http: Option<HttpSpec>,
 }
 
 impl ShellHookSpec {
@@ -88,6 +95,32 @@ impl ShellHookSpec {
             priority: 0,
             persistent: false,
             instances: 1,
+            http: None,
+        }
+    }
+
+    /// An HTTP hook spec for `url` with the defaults and no headers.
+    ///
+    /// ```
+    /// let spec = hermes_host::shell::config::ShellHookSpec::http("pre_tool_call", "http://127.0.0.1:8080/hook");
+    /// assert_eq!((spec.command.as_str(), spec.noun()), ("http://127.0.0.1:8080/hook", "HTTP hook"));
+    /// ```
+    pub fn http(event: &str, url: &str) -> ShellHookSpec {
+        ShellHookSpec {
+            http: Some(HttpSpec {
+                url: url.to_string(),
+                ..HttpSpec::default()
+            }),
+            ..ShellHookSpec::new(event, url)
+        }
+    }
+
+    /// What messages call this hook: `shell hook`, or `HTTP hook` for a `url:` entry.
+    pub fn noun(&self) -> &'static str {
+        if self.http.is_some() {
+            "HTTP hook"
+        } else {
+            "shell hook"
         }
     }
 
@@ -195,8 +228,19 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         ));
         return None;
     };
-    let command = match entry.get("command") {
-        Some(Value::String(c)) if !c.trim().is_empty() => c.trim().to_string(),
+    let http = match entry.get("url") {
+        None | Some(Value::Null) => None,
+        Some(raw) => Some(parse_http(event, i, raw, entry, out)?),
+    };
+    let command = match (entry.get("command"), &http) {
+        (Some(_), Some(_)) => {
+            out.warn(format!(
+                "hooks.{event}[{i}] has both 'command' and 'url'; a hook is one or the other — skipped"
+            ));
+            return None;
+        }
+        (_, Some(http)) => http.url.clone(),
+        (Some(Value::String(c)), None) if !c.trim().is_empty() => c.trim().to_string(),
         _ => {
             out.warn(format!(
                 "hooks.{event}[{i}] is missing a non-empty 'command' field"
@@ -267,6 +311,15 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
+    let (persistent, instances) = if http.is_some() && (persistent || instances != 1) {
+        out.warn(format!(
+            "hooks.{event}[{i}]: persistent and instances apply to commands, not to a url; ignoring them (connections to the URL are kept alive anyway)"
+        ));
+        (false, 1)
+    } else {
+        (persistent, instances)
+    };
+
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
@@ -287,7 +340,105 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         priority,
         persistent,
         instances,
+        http,
     })
+}
+
+/// The `url:`, `headers:` and `allowed_env_vars:` of an HTTP hook entry; `None` (with a
+/// warning) when the URL is unusable.
+fn parse_http(
+    event: &str,
+    i: usize,
+    raw: &Value,
+    entry: &yaml_serde::Mapping,
+    out: &mut ParsedHooks,
+) -> Option<HttpSpec> {
+    let url = match raw {
+        Value::String(u) if is_http_url(u.trim()) => u.trim().to_string(),
+        other => {
+            out.warn(format!(
+                "hooks.{event}[{i}].url must be an http:// or https:// URL (got {}) — skipped",
+                repr_yaml(other)
+            ));
+            return None;
+        }
+    };
+    let allowed_env_vars = match entry.get("allowed_env_vars") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .filter_map(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                other => {
+                    out.warn(format!(
+                        "hooks.{event}[{i}].allowed_env_vars entries must be variable names (got {}); ignoring it",
+                        repr_yaml(other)
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].allowed_env_vars must be a list of variable names (got {}); ignoring it",
+                repr_yaml(other)
+            ));
+            Vec::new()
+        }
+    };
+    let mut headers = Vec::new();
+    match entry.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Mapping(map)) => {
+            for (name, value) in map {
+                let value = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        out.warn(format!(
+                            "hooks.{event}[{i}].headers.{} must be a string (got {}); not sent",
+                            repr_yaml(name),
+                            repr_yaml(other)
+                        ));
+                        continue;
+                    }
+                };
+                match name {
+                    Value::String(name) if valid_header_name(name) => {
+                        headers.push((name.clone(), value))
+                    }
+                    other => out.warn(format!(
+                        "hooks.{event}[{i}].headers has an invalid header name {}; not sent",
+                        repr_yaml(other)
+                    )),
+                }
+            }
+        }
+        Some(other) => out.warn(format!(
+            "hooks.{event}[{i}].headers must be a mapping of header names to values (got {}); ignoring it",
+            repr_yaml(other)
+        )),
+    }
+    let http = HttpSpec {
+        url,
+        headers,
+        allowed_env_vars,
+    };
+    for (header, var) in http.unlisted_vars() {
+        out.warn(format!(
+            "hooks.{event}[{i}].headers.{header} names ${{{var}}}, which is not in allowed_env_vars; it is sent empty (add {var} to allowed_env_vars to send its value)"
+        ));
+    }
+    Some(http)
+}
+
+/// An HTTP token (RFC 9110 `tchar`s), which is what a header name may be.
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// `int(value)` with the reference's warnings, then the 1..=300 range.
@@ -634,5 +785,57 @@ mod tests {
     fn a_non_string_event_key_is_reported_with_its_python_repr() {
         let parsed = parse_yaml("hooks:\n  5:\n    - command: x\n");
         assert!(parsed.warnings[0].starts_with("unknown hook event 5 in hooks: config (valid: "));
+    }
+
+    #[test]
+    fn a_url_entry_is_an_http_hook_named_by_its_url() {
+        let parsed = one_entry(
+            "{url: ' http://127.0.0.1:8080/h ', headers: {Authorization: 'Bearer ${T}', X-Retries: 3}, allowed_env_vars: [T], timeout: 5}",
+        );
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let spec = &parsed.specs[0];
+        assert_eq!(spec.command, "http://127.0.0.1:8080/h");
+        let http = spec.http.as_ref().unwrap();
+        assert_eq!(
+            http.headers,
+            [
+                ("Authorization".to_string(), "Bearer ${T}".to_string()),
+                ("X-Retries".to_string(), "3".to_string())
+            ]
+        );
+        assert_eq!(http.allowed_env_vars, ["T"]);
+        assert_eq!(spec.timeout, 5);
+    }
+
+    #[test]
+    fn bad_url_entries_are_skipped_or_corrected_with_a_warning() {
+        for (entry, warning) in [
+            (
+                "{url: 'ftp://x/h'}",
+                "hooks.pre_tool_call[0].url must be an http:// or https:// URL (got 'ftp://x/h') — skipped",
+            ),
+            (
+                "{url: 5}",
+                "hooks.pre_tool_call[0].url must be an http:// or https:// URL (got 5) — skipped",
+            ),
+            (
+                "{url: 'http://x', command: './h.sh'}",
+                "hooks.pre_tool_call[0] has both 'command' and 'url'; a hook is one or the other — skipped",
+            ),
+        ] {
+            let parsed = one_entry(entry);
+            assert!(parsed.specs.is_empty(), "{entry}");
+            assert_eq!(parsed.warnings, [warning], "{entry}");
+        }
+        let parsed = one_entry(
+            "{url: 'http://x', headers: {A: '${SECRET}', 'bad name': v}, persistent: true}",
+        );
+        assert_eq!(parsed.specs.len(), 1);
+        assert!(!parsed.specs[0].persistent);
+        assert_eq!(parsed.specs[0].http.as_ref().unwrap().headers.len(), 1);
+        assert_eq!(parsed.warnings.len(), 3, "{:?}", parsed.warnings);
+        assert!(parsed.warnings[0].contains("invalid header name 'bad name'"));
+        assert!(parsed.warnings[1].contains("names ${SECRET}, which is not in allowed_env_vars"));
+        assert!(parsed.warnings[2].contains("persistent and instances apply to commands"));
     }
 }

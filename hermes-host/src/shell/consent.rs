@@ -441,6 +441,13 @@ impl<R: BufRead, W: Write> TextPrompt<R, W> {
 /// assert!(text.starts_with("\n⚠ Hermes is about to register a shell hook that will run a\n"));
 /// ```
 pub fn prompt_text(event: &str, command: &str) -> String {
+    if super::http::is_http_url(command) {
+        return format!(
+            "\n⚠ Hermes is about to register an HTTP hook that will send every\n  {event} payload to a server.\n\n    \
+             Event:   {event}\n    URL:     {command}\n\n  The payload holds tool arguments and session data, and the server's\n  \
+             answer can block or change what the agent does.  Only approve\n  servers you trust.\n"
+        );
+    }
     format!(
         "\n⚠ Hermes is about to register a shell hook that will run a\n  command on your behalf.\n\n    \
          Event:   {event}\n    Command: {command}\n\n  Commands run with your full user credentials.  \

@@ -14,8 +14,9 @@
 //! - [`register_from_config`] puts the approved hooks into the one
 //!   [`Registry`], after the native plugins, in config order;
 //! - when the registry fires them, [`wire`] builds the stdin payload, [`spawn`] runs the
-//!   command (the only code that spawns a hook), and [`evaluate`] turns the run into a
-//!   decision: fail-open by default, a block for `fail_closed` hooks.
+//!   command (the only code that spawns a hook), [`persistent`] talks to a kept process,
+//!   [`http`] POSTs to a `url:` hook, and [`evaluate`] turns the outcome into a decision:
+//!   fail-open by default, a block for `fail_closed` hooks.
 //!
 //! # Example
 //!
@@ -36,6 +37,7 @@
 
 pub mod config;
 pub mod consent;
+pub mod http;
 pub mod matcher;
 pub mod persistent;
 pub mod script;
@@ -278,6 +280,8 @@ pub struct ShellHook {
     identity: String,
     /// The running process of a `persistent: true` hook.
     persistent: Option<persistent::Persistent>,
+    /// The kept-alive connections of a `url:` hook.
+    client: Option<http::Client>,
 }
 
 impl ShellHook {
@@ -286,12 +290,14 @@ impl ShellHook {
         let persistent = spec
             .persistent
             .then(|| persistent::Persistent::with_instances(spec.instances));
+        let client = spec.http.as_ref().map(|_| http::Client::new());
         ShellHook {
             spec,
             pin,
             script,
             identity,
             persistent,
+            client,
         }
     }
 
@@ -302,6 +308,10 @@ impl ShellHook {
 
     /// Whether the script still has the approved content.
     fn content_ok(&self) -> bool {
+        if self.spec.http.is_some() {
+            // Consent is pinned to the URL itself, which cannot change under the approval.
+            return true;
+        }
         match &self.pin {
             Pin::Unpinned => true,
             Pin::Sha(expected) => {
@@ -336,9 +346,10 @@ impl ExternalHook for ShellHook {
         }
         let stdin = wire::serialize_payload(&spec.event, &wire::kwargs_from_view(event, true));
         let timeout = Duration::from_secs(spec.timeout);
-        let run = match &self.persistent {
-            Some(p) => p.fire(&spec.command, &stdin, timeout),
-            None => spawn::run(&spec.command, stdin.as_bytes(), timeout),
+        let run = match (&self.persistent, &self.client, &spec.http) {
+            (_, Some(client), Some(http)) => client.post(http, stdin.as_bytes(), timeout),
+            (Some(p), _, _) => p.fire(&spec.command, &stdin, timeout),
+            _ => spawn::run(&spec.command, stdin.as_bytes(), timeout),
         };
         let evaluation = evaluate(spec, &run);
         let stderr = run.stderr.trim();
@@ -357,8 +368,8 @@ impl ExternalHook for ShellHook {
     }
 
     fn subprocess(&self, event: &EventView<'_>) -> Option<Subprocess> {
-        // A persistent hook spawns nothing per firing; a bare spawn is no comparison.
-        if self.spec.persistent {
+        // A persistent or HTTP hook spawns nothing per firing; a bare spawn is no comparison.
+        if self.spec.persistent || self.spec.http.is_some() {
             return None;
         }
         Some(Subprocess {
@@ -426,11 +437,15 @@ fn fail_closed(spec: &ShellHookSpec, reason: &str) -> Option<Decision> {
 /// assert_eq!(evaluate(&spec, &run).decision, Some(Decision::Block("no rm".into())));
 /// ```
 pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
-    let (event, command) = (&spec.event, &spec.command);
+    let (event, command, noun) = (&spec.event, &spec.command, spec.noun());
+    let (target, answer) = match spec.http {
+        Some(_) => ("url", "response body"),
+        None => ("command", "stdout"),
+    };
     let mut warnings = Vec::new();
     if let Some(error) = &run.error {
         warnings.push(format!(
-            "shell hook failed (event={event} command={command}): {error}"
+            "{noun} failed (event={event} {target}={command}): {error}"
         ));
         return Evaluation {
             decision: fail_closed(spec, error),
@@ -439,7 +454,7 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
     }
     if run.timed_out {
         warnings.push(format!(
-            "shell hook timed out after {:.2}s (event={event} command={command})",
+            "{noun} timed out after {:.2}s (event={event} {target}={command})",
             run.elapsed_seconds()
         ));
         return Evaluation {
@@ -447,13 +462,10 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             warnings,
         };
     }
-    for (stream, dropped) in [
-        ("stdout", run.stdout_dropped),
-        ("stderr", run.stderr_dropped),
-    ] {
+    for (stream, dropped) in [(answer, run.stdout_dropped), ("stderr", run.stderr_dropped)] {
         if dropped > 0 {
             warnings.push(format!(
-                "shell hook {stream} exceeded {} bytes; dropped the remaining {dropped} bytes (event={event} command={command})",
+                "{noun} {stream} exceeded {} bytes; dropped the remaining {dropped} bytes (event={event} {target}={command})",
                 spawn::OUTPUT_CAP
             ));
         }
@@ -468,6 +480,12 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
     let stdout = wire::read_stdout(&run.stdout);
     let mut decision = match &stdout {
         Stdout::Empty => None,
+        Stdout::NotJson(head) if spec.http.is_some() => {
+            warnings.push(format!(
+                "HTTP hook response body was not valid JSON (event={event} url={command}): {head}"
+            ));
+            None
+        }
         Stdout::NotJson(head) => {
             warnings.push(format!(
                 "shell hook stdout was not valid JSON (event={event}): {head}"
@@ -482,7 +500,8 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
         } else if rc != 0 {
             decision = fail_closed(spec, &format!("exited {rc}")).or(decision);
         } else if matches!(stdout, Stdout::NotJson(_)) {
-            decision = fail_closed(spec, "stdout was not valid JSON").or(decision);
+            let reason = format!("{answer} was not valid JSON");
+            decision = fail_closed(spec, &reason).or(decision);
         }
     }
     Evaluation { decision, warnings }
@@ -500,11 +519,11 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
 /// ```
 pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult, Evaluation) {
     let stdin = wire::serialize_payload(&spec.event, kwargs);
-    let run = spawn::run(
-        &spec.command,
-        stdin.as_bytes(),
-        Duration::from_secs(spec.timeout),
-    );
+    let timeout = Duration::from_secs(spec.timeout);
+    let run = match &spec.http {
+        Some(http) => http::Client::new().post(http, stdin.as_bytes(), timeout),
+        None => spawn::run(&spec.command, stdin.as_bytes(), timeout),
+    };
     let evaluation = evaluate(spec, &run);
     (run, evaluation)
 }

@@ -91,6 +91,10 @@ pub fn mtime_iso(command: &str) -> Option<String> {
 /// assert_eq!(sha.unwrap(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 /// ```
 pub fn sha256(command: &str) -> Option<String> {
+    // An HTTP hook's "command" is its URL: there is no file to pin.
+    if super::http::is_http_url(command) {
+        return None;
+    }
     let path = resolved_path(command)?;
     sha256_file(&path)
 }

@@ -109,6 +109,8 @@ pub struct RunResult {
     pub stdout_dropped: u64,
     /// Bytes of stderr read beyond [`OUTPUT_CAP`] and dropped.
     pub stderr_dropped: u64,
+    /// The response status of an HTTP hook (`None` for a command, or when no response came).
+    pub http_status: Option<u16>,
 }
 
 impl RunResult {

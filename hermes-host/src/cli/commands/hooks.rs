@@ -151,6 +151,9 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                 json!({
                     "event": spec.event,
                     "command": spec.command,
+                    "type": if spec.http.is_some() { "http" } else { "command" },
+                    "url": spec.http.as_ref().map(|h| h.url.as_str()),
+                    "headers": spec.http.as_ref().map(|h| h.headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()),
                     "matcher": spec.matcher.as_ref().map(|m| m.as_str()),
                     "timeout": spec.timeout,
                     "fail_closed": spec.fail_closed,
@@ -194,8 +197,9 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                 .as_ref()
                 .map(|m| format!(" matcher={}", repr_str(m.as_str())))
                 .unwrap_or_default();
+            let kind = if spec.http.is_some() { "POST " } else { "" };
             println!(
-                "    - {}{matcher} (timeout={}s, {status})",
+                "    - {kind}{}{matcher} (timeout={}s, {status})",
                 spec.command, spec.timeout
             );
             let Some(entry) = entry else { continue };
@@ -256,6 +260,7 @@ fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
         "error": run.error,
         "stdout_dropped": run.stdout_dropped,
         "stderr_dropped": run.stderr_dropped,
+        "http_status": run.http_status,
         "parsed": decision_json(evaluation),
         "warnings": evaluation.warnings,
     })
@@ -399,11 +404,22 @@ fn print_run_result(run: &RunResult, evaluation: &Evaluation) {
     let rc = run
         .returncode
         .map_or("None".to_string(), |rc| rc.to_string());
-    println!(
-        "      exit={rc}  elapsed={}s",
-        float_repr(run.elapsed_seconds())
-    );
-    for (stream, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+    match run.http_status {
+        Some(status) => println!(
+            "      HTTP {status}  elapsed={}s",
+            float_repr(run.elapsed_seconds())
+        ),
+        None => println!(
+            "      exit={rc}  elapsed={}s",
+            float_repr(run.elapsed_seconds())
+        ),
+    }
+    let out = if run.http_status.is_some() {
+        "body"
+    } else {
+        "stdout"
+    };
+    for (stream, text) in [(out, &run.stdout), ("stderr", &run.stderr)] {
         let text = text.trim();
         if !text.is_empty() {
             println!("      {stream}: {}", truncate(text, 400));
@@ -496,12 +512,38 @@ fn problem(line: impl Into<String>) -> Check {
 
 fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
     let mut checks = Vec::new();
-    let executable = script::is_executable(&spec.command);
-    checks.push(if executable {
-        ok("✓ script exists and is executable")
-    } else {
-        problem("✗ script missing or not executable (chmod +x the file, or fix the path)")
-    });
+    let executable = match &spec.http {
+        Some(http) => {
+            checks.push(ok(format!(
+                "✓ HTTP hook: POSTs the payload to {} (headers: {})",
+                http.url,
+                if http.headers.is_empty() {
+                    "none".to_string()
+                } else {
+                    http.headers
+                        .iter()
+                        .map(|(k, _)| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )));
+            for (header, var) in http.unlisted_vars() {
+                checks.push(problem(format!(
+                    "✗ header {header} names ${{{var}}}, which is not in allowed_env_vars, so it is sent empty"
+                )));
+            }
+            true
+        }
+        None => {
+            let executable = script::is_executable(&spec.command);
+            checks.push(if executable {
+                ok("✓ script exists and is executable")
+            } else {
+                problem("✗ script missing or not executable (chmod +x the file, or fix the path)")
+            });
+            executable
+        }
+    };
     let entry = allowlist.entry_for(&spec.event, &spec.command);
     match &entry {
         Some(e) => checks.push(ok(format!("✓ allowlisted (approved {})", e.approved_at.as_deref().unwrap_or("?")))),
