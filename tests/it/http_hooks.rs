@@ -248,3 +248,28 @@ fn consent_is_by_url_and_list_doctor_allow_and_revoke_handle_url_hooks() {
         list.describe()
     );
 }
+
+#[test]
+fn an_https_url_to_a_server_that_does_not_speak_tls_is_an_error_naming_the_url() {
+    // The loopback server speaks plain HTTP: the TLS handshake must fail, and the hook must
+    // say so with its URL instead of sending the payload in clear or answering nothing.
+    let server = policy();
+    let url = server.url("/hook").replacen("http://", "https://", 1);
+    let hook = failing(&url, "      fail_closed: true\n");
+    assert!(
+        warnings(&hook).contains(&format!(
+            "HTTP hook failed (event=pre_tool_call url={url}): POST {url} failed:"
+        )),
+        "{hook}"
+    );
+    assert!(
+        hook["parsed"]["message"].as_str().is_some_and(
+            |m| m.starts_with(&format!("hook {url} failed closed: POST {url} failed:"))
+        ),
+        "{hook}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "no request is readable as plain HTTP"
+    );
+}
