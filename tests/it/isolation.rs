@@ -335,28 +335,7 @@ fn an_isolated_callbacks_host_capabilities_cross_the_boundary() {
 #[test]
 fn an_agent_run_goes_on_when_an_isolated_plugin_dies_mid_session() {
     let home = home_with("segfault");
-    let work = tempfile::tempdir().unwrap();
-    let script = work.path().join("s.yaml");
-    std::fs::write(
-        &script,
-        "turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {command: echo still-here}\n      - tool: terminal\n        args: {command: echo again}\n      - final: done\n",
-    )
-    .unwrap();
-    let cwd = work.path().display().to_string();
-    let script = script.display().to_string();
-    let run = home.hermes(
-        &[
-            "run",
-            &script,
-            "--cwd",
-            &cwd,
-            "--approvals",
-            "deny",
-            "--trace",
-            "off",
-        ],
-        &[],
-    );
+    let run = home.terminal_session(&["echo still-here", "echo again"], &[]);
     run.expect_code(0);
     assert!(run.stdout().contains("still-here"), "{}", run.describe());
     assert!(

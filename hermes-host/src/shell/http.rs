@@ -90,35 +90,39 @@ pub fn is_http_url(text: &str) -> bool {
     !rest.is_empty() && !rest.starts_with('/')
 }
 
-/// The `${NAME}` references in `value`, in order.
-fn references(value: &str) -> Vec<&str> {
+/// `value` cut at its `${NAME}` references: each piece is the text before a reference and
+/// the reference's name; the last piece is the rest, with no name. An unclosed `${` is text.
+fn segments(value: &str) -> Vec<(&str, Option<&str>)> {
     let mut out = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else { break };
-        out.push(&after[..end]);
+        out.push((&rest[..start], Some(&after[..end])));
         rest = &after[end + 1..];
     }
+    out.push((rest, None));
     out
+}
+
+/// The `${NAME}` references in `value`, in order.
+fn references(value: &str) -> Vec<&str> {
+    segments(value)
+        .into_iter()
+        .filter_map(|(_, name)| name)
+        .collect()
 }
 
 /// `value` with each `${VAR}` replaced by the variable's value when `allowed` lists it, and
 /// by nothing otherwise (or when it is unset). Text without `${` is returned unchanged.
 pub fn expand_header(value: &str, allowed: &[String]) -> String {
     let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else { break };
-        out.push_str(&rest[..start]);
-        let name = &after[..end];
-        if allowed.iter().any(|a| a == name) {
+    for (text, name) in segments(value) {
+        out.push_str(text);
+        if let Some(name) = name.filter(|n| allowed.iter().any(|a| a == n)) {
             out.push_str(&std::env::var(name).unwrap_or_default());
         }
-        rest = &after[end + 1..];
     }
-    out.push_str(rest);
     out
 }
 
