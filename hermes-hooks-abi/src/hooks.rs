@@ -349,6 +349,7 @@ macro_rules! define_hooks {
                 #[doc = concat!("let spec: Vec<_> = hermes_hooks_abi::hooks::spec(\"", stringify!($hook), "\").unwrap().fields.iter().map(|f| f.name.to_string()).collect();")]
                 /// assert_eq!(names, spec);
                 /// ```
+                #[inline]
                 pub fn fields(&self) -> [Field<'a>; [$(stringify!($fname)),*].len()] {
                     [$( payload_field!($fkind, stringify!($fname), self.$fname) ),*]
                 }
@@ -377,6 +378,10 @@ macro_rules! define_hooks {
                     self.register_raw(stringify!($hook), &name, move |view| {
                         let out = callback(&$Event::new(view));
                         if crate::sdk::IntoReply::is_no_opinion(&out) {
+                            // A no-opinion value owns nothing, and forgetting it spares the
+                            // out-of-line drop call the optimiser otherwise keeps on the
+                            // most common path.
+                            let _ = std::mem::ManuallyDrop::new(out);
                             return Ok(None);
                         }
                         Ok(crate::sdk::IntoReply::into_reply(out, OutcomeKind::$outcome))

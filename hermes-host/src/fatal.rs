@@ -3,7 +3,7 @@
 //! A native plugin loaded in-process that segfaults or aborts takes the host down with it:
 //! that cannot be undone in-process (`isolation: process` is the way to survive it). What
 //! this module adds is the name. The dispatcher marks, per thread, which callback is
-//! running ([`enter`] and [`leave`]: two thread-local stores, no system call), and a handler
+//! running ([`Firing`]: a thread-local store per callback, no system call), and a handler
 //! for `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` and `SIGABRT`, on an alternate signal stack,
 //! writes one line naming the plugin, the callback and the hook, and suggesting
 //! `isolation: process`. It then restores whatever handled the signal before it (the
@@ -24,11 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 thread_local! {
-    /// The running callback's label and hook, as raw parts: readable from a signal handler.
-    static RUNNING: Cell<(*const u8, usize, *const u8, usize)> =
-        const { Cell::new((std::ptr::null(), 0, std::ptr::null(), 0)) };
-    /// The coarse clock's [`TICKS`] when the running callback started.
-    static STARTED: Cell<u64> = const { Cell::new(0) };
+    /// The running callback's label, or null: readable from a signal handler.
+    static LABEL: Cell<*const String> = const { Cell::new(std::ptr::null()) };
+    /// The hook being fired, as raw parts.
+    static HOOK: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
 }
 
 /// A coarse clock: a ticker thread adds one every [`TICK`] once [`install`] ran. Reading it
@@ -52,42 +51,91 @@ pub fn set_slow_threshold(threshold: Option<Duration>) {
     SLOW_TICKS.store(ticks, Ordering::Relaxed);
 }
 
-/// Marks `label` (`plugin::callback`) as running for `hook` on this thread. Both must
-/// outlive the matching [`leave`].
-#[inline(always)]
-pub fn enter(label: &str, hook: &str) {
-    RUNNING.with(|r| r.set((label.as_ptr(), label.len(), hook.as_ptr(), hook.len())));
-    STARTED.with(|s| s.set(TICKS.load(Ordering::Relaxed)));
+/// The marks of one firing on this thread.
+///
+/// [`begin`](Firing::begin) marks the hook once per firing; each callback then costs a
+/// thread-local store on each side ([`enter`](Firing::enter), [`leave`](Firing::leave))
+/// and one relaxed load of the coarse clock, compared with a value held in a register. This
+/// sits between every two callbacks, so it is kept that small. Dropping the firing puts
+/// back the marks that were there before it, so a callback that fires a hook itself is
+/// still named afterwards.
+pub struct Firing {
+    slow: u64,
+    started: u64,
+    outer_label: *const String,
+    outer_hook: (*const u8, usize),
 }
 
-/// Clears the mark of this thread, warning when the callback ran longer than the threshold
-/// (it cannot be stopped in-process; the warning says how to make it stoppable).
-#[inline(always)]
-pub fn leave() {
-    let took = TICKS
-        .load(Ordering::Relaxed)
-        .saturating_sub(STARTED.with(Cell::get));
-    let slow = SLOW_TICKS.load(Ordering::Relaxed);
-    if slow != 0 && took >= slow {
-        warn_slow(took);
+impl Firing {
+    /// Marks `hook` as being fired on this thread; it must outlive the returned value.
+    #[inline(always)]
+    pub fn begin(hook: &str) -> Firing {
+        let outer_hook = HOOK.with(|h| h.replace((hook.as_ptr(), hook.len())));
+        Firing {
+            slow: SLOW_TICKS.load(Ordering::Relaxed),
+            started: TICKS.load(Ordering::Relaxed),
+            outer_label: LABEL.with(Cell::get),
+            outer_hook,
+        }
     }
-    RUNNING.with(|r| r.set((std::ptr::null(), 0, std::ptr::null(), 0)));
+
+    /// Marks `label` (`plugin::callback`) as running; it must outlive the matching
+    /// [`leave`](Firing::leave).
+    #[inline(always)]
+    pub fn enter(&self, label: &String) {
+        LABEL.with(|l| l.set(label));
+    }
+
+    /// Ends the running callback's mark: warns when it ran longer than the threshold (it
+    /// cannot be stopped in-process; the warning says how to make it stoppable). The mark
+    /// is cleared, so a crash in the host between two callbacks is not blamed on a plugin.
+    #[inline(always)]
+    pub fn leave(&mut self) {
+        let now = TICKS.load(Ordering::Relaxed);
+        if self.slow != 0 && now.saturating_sub(self.started) >= self.slow {
+            warn_slow(now - self.started);
+        }
+        self.started = now;
+        LABEL.with(|l| l.set(std::ptr::null()));
+    }
+}
+
+impl Drop for Firing {
+    #[inline(always)]
+    fn drop(&mut self) {
+        LABEL.with(|l| l.set(self.outer_label));
+        HOOK.with(|h| h.set(self.outer_hook));
+    }
+}
+
+/// The running callback's label and hook, when a callback is marked.
+fn marks() -> Option<(&'static [u8], &'static [u8])> {
+    let label = LABEL.with(Cell::get);
+    let (hook, hook_len) = HOOK.with(Cell::get);
+    if label.is_null() {
+        return None;
+    }
+    // SAFETY: the marks point at a registry entry's label and a hook name, both alive
+    // while their firing runs, which is the only time the marks are set (see `Firing`).
+    // The 'static is a lie kept inside this module: callers use the slices at once.
+    unsafe {
+        let label: &String = &*label;
+        Some((
+            std::slice::from_raw_parts(label.as_ptr(), label.len()),
+            std::slice::from_raw_parts(hook, hook_len),
+        ))
+    }
 }
 
 #[cold]
 fn warn_slow(ticks: u64) {
-    let (label, label_len, hook, hook_len) = RUNNING.with(Cell::get);
-    if label_len == 0 {
+    let Some((label, hook)) = marks() else {
         return;
-    }
-    // SAFETY: the marks point at the running callback's label and hook, alive until the
-    // dispatcher's leave(), which is this call.
-    let (label, hook) = unsafe {
-        (
-            String::from_utf8_lossy(std::slice::from_raw_parts(label, label_len)),
-            String::from_utf8_lossy(std::slice::from_raw_parts(hook, hook_len)),
-        )
     };
+    let (label, hook) = (
+        String::from_utf8_lossy(label),
+        String::from_utf8_lossy(hook),
+    );
     let plugin = label.split("::").next().unwrap_or_default();
     tracing::warn!(
         "Plugin callback {label} took about {} ms in hook '{hook}', and an in-process callback cannot be stopped; set `isolation: process` and a `timeout:` in its plugin.yaml (or plugins.isolation.{plugin}: process) to bound it",
@@ -153,16 +201,7 @@ pub fn install() {
 }
 
 extern "C" fn on_fatal(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    let (label, label_len, hook, hook_len) = RUNNING.with(|r| r.get());
-    if label_len != 0 && !REPORTED.swap(true, Ordering::SeqCst) {
-        // SAFETY: the marks point at a registry's label and a hook name, alive while the
-        // callback runs, which is when this signal arrived.
-        let (label, hook) = unsafe {
-            (
-                std::slice::from_raw_parts(label, label_len),
-                std::slice::from_raw_parts(hook, hook_len),
-            )
-        };
+    if let Some((label, hook)) = marks().filter(|_| !REPORTED.swap(true, Ordering::SeqCst)) {
         let plugin = match label.windows(2).position(|w| w == b"::") {
             Some(end) => &label[..end],
             None => label,

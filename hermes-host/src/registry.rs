@@ -199,6 +199,24 @@ pub struct Registry {
 struct HookEntries {
     kind: OutcomeKind,
     entries: Vec<Entry>,
+    /// Whether any entry is out of process: kept up to date by `add`, so a firing of
+    /// native callbacks only does not scan the list to find out.
+    has_external: bool,
+}
+
+impl HookEntries {
+    fn new(kind: OutcomeKind) -> HookEntries {
+        HookEntries {
+            kind,
+            entries: Vec::new(),
+            has_external: false,
+        }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.has_external |= matches!(entry.callback, Callback::External(_));
+        self.entries.push(entry);
+    }
 }
 
 impl Registry {
@@ -213,23 +231,18 @@ impl Registry {
         if self.known.is_empty() {
             self.known = hooks::HOOKS
                 .iter()
-                .map(|h| HookEntries {
-                    kind: h.outcome,
-                    entries: Vec::new(),
-                })
+                .map(|h| HookEntries::new(h.outcome))
                 .collect();
         }
         match hooks::HOOKS.iter().position(|h| h.name == hook) {
-            Some(i) => self.known[i].entries.push(entry),
+            Some(i) => self.known[i].push(entry),
             None => match self.unknown.iter_mut().find(|(name, _)| name == hook) {
-                Some((_, slot)) => slot.entries.push(entry),
-                None => self.unknown.push((
-                    hook.to_string(),
-                    HookEntries {
-                        kind: OutcomeKind::Observer,
-                        entries: vec![entry],
-                    },
-                )),
+                Some((_, slot)) => slot.push(entry),
+                None => {
+                    let mut slot = HookEntries::new(OutcomeKind::Observer);
+                    slot.push(entry);
+                    self.unknown.push((hook.to_string(), slot));
+                }
             },
         }
     }
@@ -353,31 +366,14 @@ impl Registry {
         }
     }
 
-    /// Whether the hook at position `index` of `HOOKS` has a callback: the typed methods
-    /// check it before building the payload, so a hook nobody registered costs one branch.
+    /// The slot of the hook at position `index` of `HOOKS`, when it has a callback. The
+    /// typed methods ask before they build the payload, so a hook nobody registered costs
+    /// one branch.
     #[inline]
-    fn has_known(&self, index: usize) -> bool {
+    fn live(&self, index: usize) -> Option<&HookEntries> {
         self.known
             .get(index)
-            .is_some_and(|slot| !slot.entries.is_empty())
-    }
-
-    /// Fires the hook at position `index` of `HOOKS` (the typed methods know it statically).
-    fn fire_known<'a>(
-        &self,
-        index: usize,
-        fields: &'a [Field<'a>],
-        host: HostCallsRef<'a>,
-    ) -> Outcome {
-        let hook = hooks::HOOKS.get(index).map_or("", |h| h.name);
-        match self.known.get(index) {
-            Some(slot) => self.fire_slot(slot, hook, fields, host),
-            None => Outcome::empty(
-                hooks::HOOKS
-                    .get(index)
-                    .map_or(OutcomeKind::Observer, |h| h.outcome),
-            ),
-        }
+            .filter(|slot| !slot.entries.is_empty())
     }
 
     fn fire_slot<'a>(
@@ -387,23 +383,21 @@ impl Registry {
         fields: &'a [Field<'a>],
         host: HostCallsRef<'a>,
     ) -> Outcome {
-        let HookEntries { kind, entries } = slot;
-        let kind = *kind;
-        if entries.is_empty() {
-            return Outcome::empty(kind);
+        if slot.entries.is_empty() {
+            return Outcome::empty(slot.kind);
         }
         let view = EventView::new(hook, fields, host);
-        let mut combiner = Combiner::new(kind);
-        self.each_answer(&view, entries, |entry, answer| {
-            if let (Err(_), Some(counter)) = (&answer, &self.failures) {
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            combiner.take(hook, entry, answer)
+        let mut combiner = Combiner::new(slot.kind);
+        self.each_answer(&view, slot, |entry, reply| {
+            combiner.take(hook, entry, reply)
         });
         combiner.finish()
     }
 
     /// `pre_tool_call`: may the tool run, and with which arguments?
+    ///
+    /// This is the hottest path of an agent (every tool call), so it folds the answers
+    /// straight into the verdict it returns rather than through an [`Outcome`].
     ///
     /// ```
     /// use std::sync::Arc;
@@ -415,27 +409,34 @@ impl Registry {
     /// let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", args: "{}", ..Default::default() });
     /// assert_eq!(verdict.blocked.unwrap().message, "no");
     /// ```
+    #[inline]
     pub fn pre_tool_call(&self, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
-        if !self.has_known(payload::PreToolCallEvent::INDEX) {
-            return ToolVerdict::default();
+        // The check is inlined into the caller and the firing is not: with nothing
+        // registered, a tool call pays a load and a branch, not a call and a large frame.
+        match self.live(payload::PreToolCallEvent::INDEX) {
+            None => ToolVerdict::default(),
+            Some(slot) => self.fire_tool(slot, event),
         }
-        match self.fire_known(
-            payload::PreToolCallEvent::INDEX,
-            &event.fields(),
-            no_host_calls(),
-        ) {
-            Outcome::Tool(verdict) => verdict,
-            _ => ToolVerdict::default(),
-        }
+    }
+
+    #[inline(never)]
+    fn fire_tool(&self, slot: &HookEntries, event: &payload::PreToolCallEvent<'_>) -> ToolVerdict {
+        let mut verdict = ToolVerdict::default();
+        let hook = payload::PreToolCallEvent::HOOK;
+        let fields = event.fields();
+        let view = EventView::new(hook, &fields, no_host_calls());
+        self.each_answer(&view, slot, |entry, reply| {
+            take_tool(&mut verdict, hook, entry, reply)
+        });
+        verdict
     }
 
     /// `pre_llm_call`: the context to append to the user message, if any.
     pub fn pre_llm_call(&self, event: &payload::PreLlmCallEvent<'_>) -> Option<String> {
-        if !self.has_known(payload::PreLlmCallEvent::INDEX) {
-            return None;
-        }
-        self.fire_known(
-            payload::PreLlmCallEvent::INDEX,
+        let slot = self.live(payload::PreLlmCallEvent::INDEX)?;
+        self.fire_slot(
+            slot,
+            payload::PreLlmCallEvent::HOOK,
             &event.fields(),
             no_host_calls(),
         )
@@ -447,11 +448,10 @@ impl Registry {
         &self,
         event: &payload::TransformToolResultEvent<'_>,
     ) -> Option<String> {
-        if !self.has_known(payload::TransformToolResultEvent::INDEX) {
-            return None;
-        }
-        self.fire_known(
-            payload::TransformToolResultEvent::INDEX,
+        let slot = self.live(payload::TransformToolResultEvent::INDEX)?;
+        self.fire_slot(
+            slot,
+            payload::TransformToolResultEvent::HOOK,
             &event.fields(),
             no_host_calls(),
         )
@@ -463,11 +463,10 @@ impl Registry {
         &self,
         event: &payload::TransformTerminalOutputEvent<'_>,
     ) -> Option<String> {
-        if !self.has_known(payload::TransformTerminalOutputEvent::INDEX) {
-            return None;
-        }
-        self.fire_known(
-            payload::TransformTerminalOutputEvent::INDEX,
+        let slot = self.live(payload::TransformTerminalOutputEvent::INDEX)?;
+        self.fire_slot(
+            slot,
+            payload::TransformTerminalOutputEvent::HOOK,
             &event.fields(),
             no_host_calls(),
         )
@@ -479,11 +478,10 @@ impl Registry {
         &self,
         event: &payload::TransformLlmOutputEvent<'_>,
     ) -> Option<String> {
-        if !self.has_known(payload::TransformLlmOutputEvent::INDEX) {
-            return None;
-        }
-        self.fire_known(
-            payload::TransformLlmOutputEvent::INDEX,
+        let slot = self.live(payload::TransformLlmOutputEvent::INDEX)?;
+        self.fire_slot(
+            slot,
+            payload::TransformLlmOutputEvent::HOOK,
             &event.fields(),
             no_host_calls(),
         )
@@ -498,49 +496,71 @@ impl Registry {
         event: &payload::GatewayDispatchEvent<'_>,
         host: &H,
     ) -> DispatchVerdict {
+        let Some(slot) = self.live(payload::GatewayDispatchEvent::INDEX) else {
+            return DispatchVerdict::Dispatch;
+        };
         let fields = event.fields();
         let host = HostCalls_TO::from_const(host, abi_stable::sabi_trait::TD_Opaque);
-        match self.fire_known(payload::GatewayDispatchEvent::INDEX, &fields, host) {
+        match self.fire_slot(slot, payload::GatewayDispatchEvent::HOOK, &fields, host) {
             Outcome::Dispatch(verdict) => verdict,
             _ => DispatchVerdict::Dispatch,
         }
     }
 
-    /// Calls every entry in registry order and hands each answer to `take`, in that order.
+    /// Calls every entry of `slot` in registry order and hands each reply to `take`, in that
+    /// order; a failure is logged (and counted) here, and no opinion is skipped.
     /// Out-of-process hooks are started first, concurrently by priority group, while native
     /// callbacks run inline on this thread.
+    ///
+    /// The loop over native callbacks is the cost every firing pays per callback, so it does
+    /// the least it can: the running-plugin mark, the call, and one test of the answer's
+    /// discriminant. Everything an actual answer needs is behind the cold [`Self::deliver`].
+    #[inline]
     fn each_answer(
         &self,
         view: &EventView<'_>,
-        entries: &[Entry],
-        mut take: impl FnMut(&Entry, HookResult),
+        slot: &HookEntries,
+        mut take: impl FnMut(&Entry, Reply),
     ) {
-        let externals = entries
-            .iter()
-            .any(|e| matches!(e.callback, Callback::External(_)));
-        if !externals {
+        let entries = slot.entries.as_slice();
+        if !slot.has_external && self.trace.is_none() {
+            let mut marks = crate::fatal::Firing::begin(view.hook.as_str());
             for entry in entries {
-                // The common case, a native callback with no opinion and no trace, touches
-                // nothing but the frozen return value: no conversion, no copy of a Reply.
-                if let (Callback::Native(cb), None) = (&entry.callback, &self.trace) {
-                    crate::fatal::enter(&entry.label, view.hook.as_str());
-                    let answer = cb.call(view);
-                    crate::fatal::leave();
-                    match answer {
-                        RResult::ROk(ROption::RNone) => {}
-                        RResult::ROk(ROption::RSome(reply)) => take(entry, Ok(Some(reply))),
-                        RResult::RErr(message) => take(entry, Err(message.into_string())),
+                let answer = match &entry.callback {
+                    Callback::Native(cb) => {
+                        marks.enter(&entry.label);
+                        let answer = cb.call(view);
+                        marks.leave();
+                        match answer {
+                            RResult::ROk(ROption::RNone) => continue,
+                            RResult::ROk(ROption::RSome(reply)) => Ok(Some(reply)),
+                            RResult::RErr(message) => Err(message.into_string()),
+                        }
                     }
-                    continue;
-                }
-                let answer = self.call_inline(view, entry);
-                take(entry, answer);
+                    _ => self.call_inline(view, entry),
+                };
+                self.deliver(view, entry, answer, &mut take);
             }
             return;
         }
+        self.each_answer_traced(view, slot, take);
+    }
+
+    /// [`Self::each_answer`] when out-of-process hooks or a trace are involved: kept out of
+    /// line, so that its frame and registers do not weigh on the native loop.
+    #[inline(never)]
+    fn each_answer_traced(
+        &self,
+        view: &EventView<'_>,
+        slot: &HookEntries,
+        mut take: impl FnMut(&Entry, Reply),
+    ) {
+        let entries = slot.entries.as_slice();
         let mut answers: Vec<Option<(HookResult, Duration)>> =
             entries.iter().map(|_| None).collect();
-        run_externals(view, entries, &mut answers);
+        if slot.has_external {
+            run_externals(view, entries, &mut answers);
+        }
         for (entry, slot) in entries.iter().zip(answers) {
             let answer = match slot {
                 Some((answer, took)) => {
@@ -551,7 +571,33 @@ impl Registry {
                 }
                 None => self.call_inline(view, entry),
             };
-            take(entry, answer);
+            self.deliver(view, entry, answer, &mut take);
+        }
+    }
+
+    /// Hands a reply to `take`, or logs and counts a failure.
+    #[cold]
+    #[inline(never)]
+    fn deliver(
+        &self,
+        view: &EventView<'_>,
+        entry: &Entry,
+        answer: HookResult,
+        take: &mut impl FnMut(&Entry, Reply),
+    ) {
+        match answer {
+            Ok(Some(reply)) => take(entry, reply),
+            Ok(None) => {}
+            Err(message) => {
+                if let Some(counter) = &self.failures {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                tracing::warn!(
+                    "Hook '{}' callback {} raised: {message}",
+                    view.hook,
+                    entry.label
+                );
+            }
         }
     }
 
@@ -559,9 +605,10 @@ impl Registry {
         let started = self.trace.as_ref().map(|_| Instant::now());
         let answer = match &entry.callback {
             Callback::Native(cb) => {
-                crate::fatal::enter(&entry.label, view.hook.as_str());
+                let mut marks = crate::fatal::Firing::begin(view.hook.as_str());
+                marks.enter(&entry.label);
                 let answer = cb.call(view);
-                crate::fatal::leave();
+                marks.leave();
                 answer
                     .map(Into::into)
                     .map_err(RString::into_string)
@@ -711,13 +758,16 @@ impl Outcome {
 }
 
 /// Whether a tool may run, and with which argument changes.
+///
+/// Both parts are boxed: a verdict is returned by every `pre_tool_call`, and almost always
+/// decides nothing, so it is two null words that need no out-of-line drop.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolVerdict {
     /// The first block, if any callback blocked.
-    pub blocked: Option<Blocked>,
+    pub blocked: Option<Box<Blocked>>,
     /// The argument keys to merge over the original arguments (every modify, in registry
     /// order; a later one overrides an earlier one's key). `None` when nothing modified them.
-    pub modified_args: Option<serde_json::Map<String, serde_json::Value>>,
+    pub modified_args: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl ToolVerdict {
@@ -726,14 +776,14 @@ impl ToolVerdict {
     /// ```
     /// use hermes_host::registry::ToolVerdict;
     /// let mut v = ToolVerdict::default();
-    /// v.modified_args = Some(serde_json::json!({"timeout": 5}).as_object().unwrap().clone());
+    /// v.modified_args = Some(Box::new(serde_json::json!({"timeout": 5}).as_object().unwrap().clone()));
     /// let args = v.apply(&serde_json::json!({"command": "ls", "timeout": 60}));
     /// assert_eq!(args, serde_json::json!({"command": "ls", "timeout": 5}));
     /// ```
     pub fn apply(&self, args: &serde_json::Value) -> serde_json::Value {
         let mut merged = args.as_object().cloned().unwrap_or_default();
         if let Some(changes) = &self.modified_args {
-            for (k, v) in changes {
+            for (k, v) in changes.iter() {
                 merged.insert(k.clone(), v.clone());
             }
         }
@@ -744,7 +794,7 @@ impl ToolVerdict {
     ///
     /// ```
     /// use hermes_host::registry::{ToolVerdict, Blocked};
-    /// let v = ToolVerdict { blocked: Some(Blocked { message: "no é".into(), by: "g::f".into() }), modified_args: None };
+    /// let v = ToolVerdict { blocked: Some(Box::new(Blocked { message: "no é".into(), by: "g::f".into() })), modified_args: None };
     /// assert_eq!(v.error_result().unwrap(), r#"{"error": "no é"}"#);
     /// ```
     pub fn error_result(&self) -> Option<String> {
@@ -848,48 +898,12 @@ impl Combiner {
         }
     }
 
-    fn take(&mut self, hook: &str, entry: &Entry, answer: HookResult) {
-        let reply = match answer {
-            Ok(Some(reply)) => reply,
-            Ok(None) => return,
-            Err(message) => {
-                tracing::warn!("Hook '{hook}' callback {} raised: {message}", entry.label);
-                return;
-            }
-        };
+    fn take(&mut self, hook: &str, entry: &Entry, reply: Reply) {
         let act = reply.action.as_str();
-        let unusable = |why: &str| {
-            tracing::warn!(
-                "Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it",
-                entry.label
-            );
-        };
+        let unusable = |why: &str| unusable(hook, entry, why);
         match self {
             Combiner::Observer => {}
-            Combiner::Tool(tool) => match act {
-                action::BLOCK if reply.text.trim().is_empty() => {
-                    unusable("a block without a message")
-                }
-                action::BLOCK => {
-                    if tool.blocked.is_none() {
-                        tool.blocked = Some(Blocked {
-                            message: reply.text.into_string(),
-                            by: entry.label.clone(),
-                        });
-                    }
-                }
-                action::MODIFY => {
-                    match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
-                        Ok(serde_json::Value::Object(changes)) => {
-                            tool.modified_args
-                                .get_or_insert_with(Default::default)
-                                .extend(changes);
-                        }
-                        _ => unusable("a modify whose args are not a JSON object"),
-                    }
-                }
-                other => unusable(&format!("action '{other}' does not apply to pre_tool_call")),
-            },
+            Combiner::Tool(tool) => take_tool(tool, hook, entry, reply),
             Combiner::Context(contexts) => match act {
                 action::CONTEXT if reply.text.trim().is_empty() => {}
                 action::CONTEXT => contexts.push(reply.text.into_string()),
@@ -955,6 +969,45 @@ impl Combiner {
     }
 }
 
+/// Logs an answer that does not fit its hook.
+fn unusable(hook: &str, entry: &Entry, why: &str) {
+    tracing::warn!(
+        "Hook '{hook}' callback {} returned an unusable answer ({why}); ignoring it",
+        entry.label
+    );
+}
+
+/// Folds one `pre_tool_call` reply into `tool`: the first block (with a message) wins, and
+/// modifies merge in registry order.
+fn take_tool(tool: &mut ToolVerdict, hook: &str, entry: &Entry, reply: Reply) {
+    match reply.action.as_str() {
+        action::BLOCK if reply.text.trim().is_empty() => {
+            unusable(hook, entry, "a block without a message")
+        }
+        action::BLOCK => {
+            if tool.blocked.is_none() {
+                tool.blocked = Some(Box::new(Blocked {
+                    message: reply.text.into_string(),
+                    by: entry.label.clone(),
+                }));
+            }
+        }
+        action::MODIFY => match serde_json::from_str::<serde_json::Value>(reply.json.as_str()) {
+            Ok(serde_json::Value::Object(changes)) => {
+                tool.modified_args
+                    .get_or_insert_with(Default::default)
+                    .extend(changes);
+            }
+            _ => unusable(hook, entry, "a modify whose args are not a JSON object"),
+        },
+        other => unusable(
+            hook,
+            entry,
+            &format!("action '{other}' does not apply to pre_tool_call"),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -973,10 +1026,10 @@ mod tests {
         let v = reg.pre_tool_call(&payload::PreToolCallEvent::default());
         assert_eq!(
             v.blocked,
-            Some(Blocked {
+            Some(Box::new(Blocked {
                 message: "from b".into(),
                 by: "host::b".into()
-            })
+            }))
         );
     }
 

@@ -150,10 +150,10 @@ fn first_block_wins_and_modifies_merge_across_plugins() {
     let verdict = registry.pre_tool_call(&event);
     assert_eq!(
         verdict.blocked,
-        Some(Blocked {
+        Some(Box::new(Blocked {
             message: "blocked by c".into(),
             by: "c::record".into()
-        })
+        }))
     );
     assert_eq!(
         verdict.error_result().as_deref(),
@@ -469,10 +469,10 @@ fn the_testing_helper_loads_a_built_plugin_and_fires_typed_events() {
     });
     assert_eq!(
         verdict.blocked,
-        Some(Blocked {
+        Some(Box::new(Blocked {
             message: "nope".into(),
             by: "rec::record".into()
-        })
+        }))
     );
     host.on_session_start(&SessionStartEvent {
         session_id: "s-1",

@@ -376,7 +376,8 @@ pub trait IntoReply {
     fn into_reply(self, kind: OutcomeKind) -> Option<Reply>;
 
     /// Whether this outcome is "no opinion", checked before building a reply so that the
-    /// common case moves nothing across the boundary.
+    /// common case moves nothing across the boundary. A value for which this is `true` must
+    /// own nothing (no heap memory, no handle): the SDK forgets it rather than dropping it.
     ///
     /// ```
     /// use hermes_hooks_abi::sdk::{IntoReply, ToolDecision};

@@ -192,7 +192,7 @@ pub fn describe(outcome: &Outcome) -> String {
             (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
             (None, Some(args)) => format!(
                 "allowed, arguments modified: {}",
-                serde_json::Value::Object(args.clone())
+                serde_json::Value::Object((**args).clone())
             ),
             (None, None) => "allowed".into(),
         },
