@@ -10,8 +10,8 @@
 //! default action, or Rust's own stack-overflow handler) and returns, so the signal is
 //! delivered again to that handler: the exit status and core dump are as before.
 //!
-//! The same marks time each callback on a coarse clock (a ticker thread, one relaxed load at
-//! each end): a callback that ran longer than `plugins.slow_callback_warning` (default
+//! The same marks time each callback on a coarse clock (a ticker thread that parks while
+//! nothing fires, one relaxed load at each end): a callback that ran longer than `plugins.slow_callback_warning` (default
 //! 500 ms) gets a warning naming it when it returns.
 //!
 //! The handler uses only async-signal-safe calls (`write`, `sigaction`), reads only a
@@ -36,6 +36,50 @@ static TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// The coarse clock's period.
 pub const TICK: Duration = Duration::from_millis(10);
+
+/// A firing began since the ticker last looked (a plain store per firing).
+static BUSY: AtomicBool = AtomicBool::new(false);
+/// The ticker is parked: the next firing must wake it.
+static PARKED: AtomicBool = AtomicBool::new(false);
+/// The ticker thread, for waking it.
+static TICKER: std::sync::OnceLock<std::thread::Thread> = std::sync::OnceLock::new();
+
+/// The ticker: advances [`TICKS`] every [`TICK`] while firings happen, and parks once no
+/// firing began for a second (and for longer than the slow-callback threshold, so a
+/// callback that began before the pause is still timed up to the threshold). An idle host
+/// then costs no wake-ups at all. A firing that finds it parked wakes it; the relaxed
+/// flags may, rarely, let one firing miss that, and the next one wakes it.
+fn tick() {
+    let mut quiet: u64 = 0;
+    loop {
+        std::thread::sleep(TICK);
+        TICKS.fetch_add(1, Ordering::Relaxed);
+        if BUSY.swap(false, Ordering::Relaxed) {
+            quiet = 0;
+            continue;
+        }
+        quiet += 1;
+        let park_after =
+            (1000 / TICK.as_millis() as u64).max(SLOW_TICKS.load(Ordering::Relaxed) + 1);
+        if quiet < park_after {
+            continue;
+        }
+        PARKED.store(true, Ordering::SeqCst);
+        if !BUSY.load(Ordering::SeqCst) {
+            std::thread::park();
+        }
+        PARKED.store(false, Ordering::SeqCst);
+        quiet = 0;
+    }
+}
+
+#[cold]
+fn wake_ticker() {
+    PARKED.store(false, Ordering::Relaxed);
+    if let Some(ticker) = TICKER.get() {
+        ticker.unpark();
+    }
+}
 
 /// A callback running longer than this many ticks gets a warning (0: never).
 static SLOW_TICKS: AtomicU64 = AtomicU64::new(DEFAULT_SLOW.as_millis() as u64 / 10);
@@ -70,6 +114,10 @@ impl Firing {
     /// Marks `hook` as being fired on this thread; it must outlive the returned value.
     #[inline(always)]
     pub fn begin(hook: &str) -> Firing {
+        BUSY.store(true, Ordering::Relaxed);
+        if PARKED.load(Ordering::Relaxed) {
+            wake_ticker();
+        }
         let outer_hook = HOOK.with(|h| h.replace((hook.as_ptr(), hook.len())));
         Firing {
             slow: SLOW_TICKS.load(Ordering::Relaxed),
@@ -162,14 +210,12 @@ static REPORTED: AtomicBool = AtomicBool::new(false);
 /// handler passes them on: it always restores and re-delivers to the previous action.
 pub fn install() {
     INSTALLED.call_once(|| {
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("hermes-ticker".into())
-            .spawn(|| {
-                loop {
-                    std::thread::sleep(TICK);
-                    TICKS.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+            .spawn(tick);
+        if let Ok(handle) = spawned {
+            let _ = TICKER.set(handle.thread().clone());
+        }
         // SAFETY: sigaltstack, sigaction with valid structs; the alternate stack is leaked
         // on purpose (it must live as long as the thread). PREVIOUS is written here once,
         // before any handler that reads it is installed.

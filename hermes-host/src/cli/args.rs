@@ -268,6 +268,13 @@ pub struct GatewayRunArgs {
     /// Seconds gateway hooks get at shutdown to deliver their queued events.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub shutdown_deadline: f64,
+    /// Seconds running turns get to finish after SIGINT/SIGTERM (default:
+    /// `gateway.shutdown_grace` in config.yaml, else 10).
+    #[arg(long, value_name = "SECS")]
+    pub shutdown_grace: Option<f64>,
+    /// Async worker threads (default: `gateway.workers`, else the number of cores).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
 }
 
 /// `hermes hooks ...`: inspect and manage shell hooks.

@@ -2,9 +2,11 @@
 //!
 //! [`Dispatcher::emit`] checks that some hook subscribed to the event, wraps it in one
 //! shared [`Event`] and pushes it onto the router's inbox. That is all it does on the
-//! caller's thread: no serialisation, no I/O, no waiting, and no system call, however many
-//! hooks want the event (the router is not woken; it polls its inbox, at least every
-//! [`ROUTER_IDLE_POLL`] when idle and continuously during bursts).
+//! caller's thread: no serialisation, no I/O and no waiting, however many hooks want the
+//! event. While events come, it makes no system call either: the router is not woken, it
+//! polls its inbox (continuously during bursts, at least every [`ROUTER_IDLE_POLL`] in
+//! between). After [`ROUTER_PARK_AFTER`] without an event the router parks until woken, so
+//! an idle gateway costs no wake-ups; the first `emit` after that pays one wake-up.
 //!
 //! The router thread resolves each event as the reference does (every hook subscribed to
 //! the exact name, then, if the name has a colon, every hook subscribed to
@@ -167,6 +169,9 @@ impl HookQueue {
 /// The queue between `emit` and the router thread.
 struct Inbox {
     capacity: usize,
+    /// Events the router took out of the inbox and has not pushed onto the hooks' queues
+    /// yet: counted as "not routed yet", so no event is invisible while it moves.
+    moving: std::sync::atomic::AtomicUsize,
     state: Mutex<InboxState>,
     ready: Condvar,
     finished: Condvar,
@@ -177,6 +182,8 @@ struct Inbox {
 struct InboxState {
     items: VecDeque<Arc<Event>>,
     sleeping: bool,
+    /// The router waits without a timeout: the next `emit` must wake it.
+    parked: bool,
     closing: bool,
     close_by: Option<Instant>,
     done: bool,
@@ -193,14 +200,18 @@ impl Inbox {
     ///
     /// Nobody wakes the router for an ordinary event (a wake-up is a system call that costs
     /// the emitting thread 10 µs or more on a virtual machine): it yields a few times after
-    /// each batch, then sleeps for 100 µs, doubling up to [`ROUTER_IDLE_POLL`].
+    /// each batch, then sleeps for 100 µs, doubling up to [`ROUTER_IDLE_POLL`]. After
+    /// [`ROUTER_PARK_AFTER`] of that with no event it parks, and `emit` wakes it.
     fn next_batch(&self, spare: &mut VecDeque<Arc<Event>>) -> bool {
         let mut spins = 0;
         let mut pause = ROUTER_FIRST_PAUSE;
+        let mut slept = Duration::ZERO;
         let mut state = self.lock();
         loop {
             if !state.items.is_empty() {
                 std::mem::swap(&mut state.items, spare);
+                // Under the lock, so that the events are counted in one place or the other.
+                self.moving.store(spare.len(), Ordering::SeqCst);
                 return true;
             }
             if state.closing {
@@ -213,12 +224,24 @@ impl Inbox {
                 state = self.lock();
                 continue;
             }
+            if slept >= ROUTER_PARK_AFTER {
+                state.parked = true;
+                state = match self.ready.wait(state) {
+                    Ok(guard) => guard,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                state.parked = false;
+                slept = Duration::ZERO;
+                pause = ROUTER_FIRST_PAUSE;
+                continue;
+            }
             state.sleeping = true;
             state = match self.ready.wait_timeout(state, pause) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
             state.sleeping = false;
+            slept += pause;
             pause = (pause * 2).min(ROUTER_IDLE_POLL);
         }
     }
@@ -233,6 +256,9 @@ const ROUTER_FIRST_PAUSE: Duration = Duration::from_micros(100);
 /// The longest the router sleeps when no event comes: an event emitted after a quiet
 /// period reaches its hooks' queues at most this late.
 pub const ROUTER_IDLE_POLL: Duration = Duration::from_millis(5);
+
+/// How long the router polls without an event before it parks until woken.
+pub const ROUTER_PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// An inbox this long wakes the router at once (a burst during its sleep).
 const WAKE_ROUTER_AT: usize = 1024;
@@ -352,6 +378,7 @@ impl Dispatcher {
             queues,
             inbox: Inbox {
                 capacity: capacity.max(DEFAULT_QUEUE_CAPACITY),
+                moving: std::sync::atomic::AtomicUsize::new(0),
                 state: Mutex::new(InboxState::default()),
                 ready: Condvar::new(),
                 finished: Condvar::new(),
@@ -423,9 +450,10 @@ impl Dispatcher {
             }
         }
         state.items.push_back(event);
-        let wake = state.sleeping && state.items.len() >= WAKE_ROUTER_AT;
+        let wake = state.parked || (state.sleeping && state.items.len() >= WAKE_ROUTER_AT);
         if wake {
             state.sleeping = false;
+            state.parked = false;
         }
         drop(state);
         if wake {
@@ -457,7 +485,8 @@ impl Dispatcher {
     /// Events emitted so far, refused after shutdown, waiting for the router, and dropped
     /// before the router got them.
     pub(crate) fn counters(&self) -> (u64, u64, usize, u64) {
-        let routing = self.shared.inbox.lock().items.len();
+        let routing =
+            self.shared.inbox.lock().items.len() + self.shared.inbox.moving.load(Ordering::SeqCst);
         (
             self.emitted.load(Ordering::Relaxed),
             self.rejected.load(Ordering::Relaxed),
@@ -600,6 +629,7 @@ fn route_loop(shared: &Shared) {
     while shared.inbox.next_batch(&mut batch) {
         for event in batch.drain(..) {
             shared.route(&event);
+            shared.inbox.moving.fetch_sub(1, Ordering::SeqCst);
         }
     }
     let close_by = shared.inbox.lock().close_by;

@@ -77,6 +77,9 @@ pub struct Session {
     pub chat_id: Option<String>,
     /// The messages so far (user, assistant, tool), without injected context.
     pub history: Vec<Value>,
+    /// The user messages in `history`: the turns so far (kept, not counted per turn, so a
+    /// long chat's turns do not get slower).
+    pub turns: usize,
     /// The directory tools run in.
     pub cwd: PathBuf,
     /// Where `delegate_task` child scripts are looked up.
@@ -93,6 +96,7 @@ impl Session {
             user_id: None,
             chat_id: None,
             history: Vec::new(),
+            turns: 0,
             cwd: cwd.to_path_buf(),
             script_dir: cwd.to_path_buf(),
         }
@@ -146,6 +150,16 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The session's history as JSON, for `hook`'s payload; empty when nothing listens
+    /// to `hook`, since the history grows with every turn and serialising it for nobody
+    /// made a long chat's turns cost more and more.
+    fn history_for(&self, hook: &str, session: &Session) -> String {
+        if !self.registry.has(hook) {
+            return String::new();
+        }
+        serde_json::to_string(&session.history).unwrap_or_else(|_| "[]".to_string())
+    }
+
     /// Fires `hook` with `fields` and traces the combined outcome.
     pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
         let started = Instant::now();
@@ -228,17 +242,8 @@ impl Agent {
         }
         self.transcript
             .line(session, &format!("user: {user_message}"));
-        let history = Value::Array(session.history.clone()).to_string();
-        let turn_id = format!(
-            "{}-t{}",
-            session.id,
-            session
-                .history
-                .iter()
-                .filter(|m| m["role"] == "user")
-                .count()
-                + 1
-        );
+        let history = self.history_for(PreLlmCallEvent::HOOK, session);
+        let turn_id = format!("{}-t{}", session.id, session.turns + 1);
         let event = PreLlmCallEvent {
             session_id: &session.id,
             user_message,
@@ -260,6 +265,7 @@ impl Agent {
         session
             .history
             .push(json!({ "role": "user", "content": user_message }));
+        session.turns += 1;
         let mut start = self.gateway_base(session);
         start.insert("message".into(), json!(truncate_chars(user_message, 500)));
         if let Some(chat) = &session.chat_id {
@@ -367,7 +373,7 @@ impl Agent {
                 session
                     .history
                     .push(json!({ "role": "assistant", "content": shown }));
-                let history = Value::Array(session.history.clone()).to_string();
+                let history = self.history_for(PostLlmCallEvent::HOOK, session);
                 let event = PostLlmCallEvent {
                     session_id: &session.id,
                     user_message,

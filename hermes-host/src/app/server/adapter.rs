@@ -4,36 +4,44 @@
 //!
 //! - [`TcpAdapter`] listens on a loopback address; every connection is a client that sends
 //!   messages for any number of chats and receives every outbound message of the chats it
-//!   wrote to.
+//!   wrote to. The listener and every connection are tasks on the gateway's tokio runtime,
+//!   so the number of threads does not grow with the number of clients.
 //! - [`serve_lines`] reads messages from any reader (the `hermes` binary gives it stdin)
-//!   and writes answers to a writer (stdout).
+//!   and writes answers to a writer (stdout), on a thread of its own.
 //!
 //! # Connections
 //!
-//! Each client is a [`Connection`]: a writer thread fed by a channel, so a chat worker never
-//! waits on a slow client, and the lines of one chat reach a client in the order they were
-//! produced. A connection subscribes to a chat (`<platform>:<chat_id>`) when it sends a
-//! message for it. When the client closes its sending side, the connection stays until the
-//! answers to everything it sent have been written, then it closes: a client can write its
-//! messages, shut down writing, and read answers until end of file.
+//! Each client is a [`Connection`]: a writer (a task for TCP, a thread for stdio) fed by a
+//! channel, so a chat worker never waits on a slow client, and the lines of one chat reach
+//! a client in the order they were produced. A connection subscribes to a chat
+//! (`<platform>:<chat_id>`) when it sends a message for it. When the client closes its
+//! sending side, the connection stays until the answers to everything it sent have been
+//! written, then it closes: a client can write its messages, shut down writing, and read
+//! answers until end of file.
+//!
+//! # Limits
+//!
+//! Every input is bounded by [`GatewayLimits`], and each breach gets an `error` line to
+//! the client and a log line naming the peer: a line longer than `max_line_bytes` is
+//! skipped (the connection stays usable), as are a line that is not UTF-8 or not a message;
+//! a partial line left unfinished for `idle_timeout` closes the connection (slowloris); a
+//! client beyond `max_connections` is told so and closed; a client that does not read its
+//! answers is dropped once `write_buffer_bytes` of them wait.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Read as _, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::io::{BufRead, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::{mpsc, watch};
+
 use super::Server;
+use super::limits::{DEFAULT_MAX_LINE_BYTES, GatewayLimits};
 use super::wire::{Inbound, Outbound, error_line};
-
-/// The longest inbound line accepted; a longer one closes the connection.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
-
-/// How often the accept loop looks whether the server is shutting down.
-const ACCEPT_POLL: Duration = Duration::from_millis(20);
+use hermes_host::gateway::GatewayLog;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -47,13 +55,35 @@ struct Pending {
     read_closed: bool,
 }
 
-/// One client: a writer thread fed by a channel.
+/// Where a connection's lines go: a writer thread (stdio) or a writer task (TCP).
+enum Sink {
+    Thread(std::sync::mpsc::Sender<String>),
+    Task(mpsc::UnboundedSender<String>),
+}
+
+impl Sink {
+    fn send(&self, line: String) -> bool {
+        match self {
+            Sink::Thread(tx) => tx.send(line).is_ok(),
+            Sink::Task(tx) => tx.send(line).is_ok(),
+        }
+    }
+}
+
+/// One client.
 pub struct Connection {
     id: u64,
     name: String,
-    tx: Mutex<Option<Sender<String>>>,
+    tx: Mutex<Option<Sink>>,
     alive: Arc<AtomicBool>,
+    /// Bytes queued for the client and not written yet.
+    queued: Arc<AtomicUsize>,
+    /// The most bytes that may wait (`gateway.write_buffer_bytes`).
+    write_limit: usize,
+    /// Set to `true` to drop the connection at once, queued lines and all.
+    kill: watch::Sender<bool>,
     pending: Mutex<Pending>,
+    log: Arc<dyn GatewayLog>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -66,16 +96,35 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Queues one line for the client. False when the connection is closed or its client
-    /// went away.
+    /// Queues one line for the client. False when the connection is closed, its client
+    /// went away, or it stopped reading (more than `write_buffer_bytes` waiting: then the
+    /// connection is dropped, with a log line naming it).
     pub fn send_line(&self, line: String) -> bool {
         if !self.alive.load(Ordering::SeqCst) {
             return false;
         }
-        match &*lock(&self.tx) {
-            Some(tx) => tx.send(line).is_ok(),
-            None => false,
+        let size = line.len() + 1;
+        let waiting = self.queued.fetch_add(size, Ordering::SeqCst) + size;
+        if waiting > self.write_limit {
+            self.queued.fetch_sub(size, Ordering::SeqCst);
+            if self.alive.swap(false, Ordering::SeqCst) {
+                self.log.line(&format!(
+                    "gateway: {} is not reading its answers ({waiting} bytes would wait, more than gateway.write_buffer_bytes = {}); dropping the connection",
+                    self.name, self.write_limit
+                ));
+                lock(&self.tx).take();
+                let _ = self.kill.send(true);
+            }
+            return false;
         }
+        let sent = match &*lock(&self.tx) {
+            Some(tx) => tx.send(line),
+            None => false,
+        };
+        if !sent {
+            self.queued.fetch_sub(size, Ordering::SeqCst);
+        }
+        sent
     }
 
     /// A message from this connection was accepted for handling.
@@ -112,18 +161,88 @@ impl Connection {
     }
 }
 
-/// Every open connection, and which chats each one follows.
+/// How many writers are still running, so that [`Router::close`] can wait for them
+/// without polling.
 #[derive(Default)]
+struct Writers {
+    running: Mutex<usize>,
+    finished: Condvar,
+}
+
+impl Writers {
+    fn started(&self) {
+        *lock(&self.running) += 1;
+    }
+
+    fn finished(&self) {
+        let mut running = lock(&self.running);
+        *running = running.saturating_sub(1);
+        self.finished.notify_all();
+    }
+}
+
+/// Counts a writer as finished when it ends, however it ends.
+struct WriterDone(Arc<Writers>);
+
+impl Drop for WriterDone {
+    fn drop(&mut self) {
+        self.0.finished();
+    }
+}
+
+/// Every open connection, and which chats each one follows.
 pub struct Router {
     next_id: AtomicU64,
     subscriptions: Mutex<HashMap<String, Vec<Arc<Connection>>>>,
     open: Mutex<HashMap<u64, Arc<Connection>>>,
-    writers: Mutex<Vec<JoinHandle<()>>>,
+    writers: Arc<Writers>,
+    write_limit: usize,
+    log: Arc<dyn GatewayLog>,
 }
 
 impl Router {
-    /// Opens a connection writing lines to `out`. `on_close` runs on the writer thread
-    /// after the last line was written (a TCP connection shuts its socket down there).
+    /// A router whose connections hold at most `write_limit` bytes of answers for a client
+    /// and log to `log`.
+    pub fn new(write_limit: usize, log: Arc<dyn GatewayLog>) -> Router {
+        Router {
+            next_id: AtomicU64::new(0),
+            subscriptions: Mutex::new(HashMap::new()),
+            open: Mutex::new(HashMap::new()),
+            writers: Arc::new(Writers::default()),
+            write_limit,
+            log,
+        }
+    }
+
+    fn register(&self, name: String, sink: Sink) -> (Arc<Connection>, ConnectionParts) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let alive = Arc::new(AtomicBool::new(true));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (kill, killed) = watch::channel(false);
+        let conn = Arc::new(Connection {
+            id,
+            name,
+            tx: Mutex::new(Some(sink)),
+            alive: alive.clone(),
+            queued: queued.clone(),
+            write_limit: self.write_limit,
+            kill,
+            pending: Mutex::new(Pending::default()),
+            log: self.log.clone(),
+        });
+        lock(&self.open).insert(id, conn.clone());
+        self.writers.started();
+        let parts = ConnectionParts {
+            alive,
+            queued,
+            killed,
+            done: WriterDone(self.writers.clone()),
+        };
+        (conn, parts)
+    }
+
+    /// Opens a connection writing lines to `out` on a thread of its own. `on_close` runs on
+    /// that thread after the last line was written.
     ///
     /// # Errors
     ///
@@ -134,41 +253,74 @@ impl Router {
         mut out: Box<dyn Write + Send>,
         on_close: Option<Box<dyn FnOnce() + Send>>,
     ) -> std::io::Result<Arc<Connection>> {
-        let (tx, rx) = channel::<String>();
-        let alive = Arc::new(AtomicBool::new(true));
-        let writer_alive = alive.clone();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let handle = std::thread::Builder::new()
-            .name(format!("gateway-out-{id}"))
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let (conn, parts) = self.register(name, Sink::Thread(tx));
+        let spawned = std::thread::Builder::new()
+            .name(format!("gateway-out-{}", conn.id))
             .spawn(move || {
+                let parts = parts;
                 for mut line in rx {
+                    let size = line.len() + 1;
                     line.push('\n');
-                    if out
-                        .write_all(line.as_bytes())
-                        .and_then(|()| out.flush())
-                        .is_err()
-                    {
+                    let written = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+                    parts.queued.fetch_sub(size, Ordering::SeqCst);
+                    if written.is_err() || *parts.killed.borrow() {
                         // The client went away: later lines are refused, not queued forever.
-                        writer_alive.store(false, Ordering::SeqCst);
+                        parts.alive.store(false, Ordering::SeqCst);
                         break;
                     }
                 }
                 if let Some(on_close) = on_close {
                     on_close();
                 }
-            })?;
-        let conn = Arc::new(Connection {
-            id,
-            name,
-            tx: Mutex::new(Some(tx)),
-            alive,
-            pending: Mutex::new(Pending::default()),
-        });
-        lock(&self.open).insert(id, conn.clone());
-        let mut writers = lock(&self.writers);
-        writers.retain(|w| !w.is_finished());
-        writers.push(handle);
+            });
+        if let Err(e) = spawned {
+            self.forget(&conn);
+            return Err(e);
+        }
         Ok(conn)
+    }
+
+    /// Opens a connection whose lines a task writes to `out`, and returns the receiver of
+    /// its kill switch too (the reading side stops when it turns `true`).
+    fn open_task(
+        &self,
+        name: String,
+        mut out: tokio::net::tcp::OwnedWriteHalf,
+    ) -> (Arc<Connection>, watch::Receiver<bool>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let (conn, parts) = self.register(name, Sink::Task(tx));
+        let killed_for_reader = parts.killed.clone();
+        tokio::spawn(async move {
+            let ConnectionParts {
+                alive,
+                queued,
+                mut killed,
+                done: _done,
+            } = parts;
+            loop {
+                let line = tokio::select! {
+                    biased;
+                    () = wait_killed(&mut killed) => return,
+                    line = rx.recv() => line,
+                };
+                let Some(mut line) = line else { break };
+                let size = line.len() + 1;
+                line.push('\n');
+                let written = tokio::select! {
+                    biased;
+                    () = wait_killed(&mut killed) => return,
+                    written = out.write_all(line.as_bytes()) => written,
+                };
+                queued.fetch_sub(size, Ordering::SeqCst);
+                if written.is_err() {
+                    alive.store(false, Ordering::SeqCst);
+                    return;
+                }
+            }
+            let _ = out.shutdown().await;
+        });
+        (conn, killed_for_reader)
     }
 
     /// `conn` receives the outbound messages of chat `key` from now on.
@@ -218,64 +370,166 @@ impl Router {
         for conn in &open {
             conn.close();
         }
-        let writers: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.writers));
-        let mut busy = 0;
-        for writer in writers {
-            while !writer.is_finished() && started.elapsed() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
+        let mut running = lock(&self.writers.running);
+        while *running > 0 {
+            let Some(left) = deadline.checked_sub(started.elapsed()) else {
+                break;
+            };
+            running = match self.writers.finished.wait_timeout(running, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        *running
+    }
+}
+
+/// What a connection's writer holds.
+struct ConnectionParts {
+    alive: Arc<AtomicBool>,
+    queued: Arc<AtomicUsize>,
+    killed: watch::Receiver<bool>,
+    done: WriterDone,
+}
+
+/// Returns once `killed` turns `true`; never, if its connection is gone without that.
+async fn wait_killed(killed: &mut watch::Receiver<bool>) {
+    loop {
+        if *killed.borrow_and_update() {
+            return;
+        }
+        if killed.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Turns inbound bytes into lines under the limits, whatever chunks they arrive in: a line
+/// over `max` bytes is reported once and the rest of it discarded up to its newline, so
+/// memory stays bounded by `max` per connection.
+struct LineSplitter {
+    max: usize,
+    line: Vec<u8>,
+    too_long: bool,
+    /// Lines seen so far, counted from 1, for error messages.
+    line_no: u64,
+    /// When the current partial line began (the slowloris clock).
+    partial_since: Option<Instant>,
+}
+
+/// One step of [`LineSplitter::push`].
+enum Piece<'a> {
+    /// A complete line (without its newline).
+    Line(u64, &'a [u8]),
+    /// Line `n` grew past the limit; it is being skipped.
+    TooLong(u64),
+}
+
+impl LineSplitter {
+    fn new(max: usize) -> LineSplitter {
+        LineSplitter {
+            max,
+            line: Vec::new(),
+            too_long: false,
+            line_no: 0,
+            partial_since: None,
+        }
+    }
+
+    /// Feeds `bytes`, calling `each` for every complete line and every over-long one.
+    fn push(&mut self, mut bytes: &[u8], mut each: impl FnMut(Piece<'_>)) {
+        while !bytes.is_empty() {
+            let (part, rest, complete) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(at) => (&bytes[..at], &bytes[at + 1..], true),
+                None => (bytes, &[][..], false),
+            };
+            bytes = rest;
+            if self.partial_since.is_none() {
+                self.partial_since = Some(Instant::now());
             }
-            if writer.is_finished() {
-                let _ = writer.join();
-            } else {
-                busy += 1;
+            if !self.too_long {
+                if self.line.len() + part.len() > self.max {
+                    self.too_long = true;
+                    self.line = Vec::new();
+                    each(Piece::TooLong(self.line_no + 1));
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            if complete {
+                self.line_no += 1;
+                if !self.too_long {
+                    each(Piece::Line(self.line_no, &self.line));
+                }
+                self.line.clear();
+                self.too_long = false;
+                self.partial_since = None;
             }
         }
-        busy
     }
+
+    /// The unfinished last line at end of input, if any.
+    fn finish(&mut self) -> Option<(u64, Vec<u8>)> {
+        if self.too_long || self.line.is_empty() {
+            return None;
+        }
+        self.line_no += 1;
+        Some((self.line_no, std::mem::take(&mut self.line)))
+    }
+}
+
+/// Handles one complete inbound line from `conn`: a message goes to `server`; anything
+/// else is answered with an `error` line. Blank lines are ignored.
+fn handle_line(line_no: u64, bytes: &[u8], conn: &Arc<Connection>, server: &Server) {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        conn.send_line(error_line(&format!("line {line_no}: not UTF-8; skipped")));
+        return;
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    match Inbound::parse(text, server.platform()) {
+        Ok(message) => {
+            if let Err(why) = server.receive(message, conn) {
+                conn.send_line(error_line(&format!("line {line_no}: {why}")));
+            }
+        }
+        Err(why) => {
+            conn.send_line(error_line(&format!("line {line_no}: {why}")));
+        }
+    }
+}
+
+fn too_long_line(line_no: u64, max: usize) -> String {
+    error_line(&format!(
+        "line {line_no}: longer than {max} bytes (gateway.max_line_bytes); skipped"
+    ))
 }
 
 /// Reads inbound lines from `input` until end of file and hands each message to `server`;
 /// answers go to `conn`. A line that is not a usable message is answered with an `error`
 /// line and otherwise ignored; blank lines are ignored.
 pub fn serve_lines(mut input: impl BufRead, conn: &Arc<Connection>, server: &Server) {
-    let mut line_no = 0u64;
-    let mut buf = Vec::new();
+    let mut lines = LineSplitter::new(DEFAULT_MAX_LINE_BYTES);
     loop {
-        buf.clear();
-        let read = (&mut input)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut buf);
-        match read {
-            Ok(0) => break,
-            Ok(_) => {}
+        let chunk = match input.fill_buf() {
+            Ok([]) => break,
+            Ok(chunk) => chunk,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
-        }
-        line_no += 1;
-        if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-            conn.send_line(error_line(&format!(
-                "line {line_no}: longer than {MAX_LINE_BYTES} bytes; closing"
-            )));
-            break;
-        }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            conn.send_line(error_line(&format!("line {line_no}: not UTF-8")));
-            continue;
         };
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        match Inbound::parse(text, server.platform()) {
-            Ok(message) => {
-                if let Err(why) = server.receive(message, conn) {
-                    conn.send_line(error_line(&format!("line {line_no}: {why}")));
-                }
+        let used = chunk.len();
+        lines.push(chunk, |piece| match piece {
+            Piece::Line(n, bytes) => handle_line(n, bytes, conn, server),
+            Piece::TooLong(n) => {
+                conn.send_line(too_long_line(n, DEFAULT_MAX_LINE_BYTES));
             }
-            Err(why) => {
-                conn.send_line(error_line(&format!("line {line_no}: {why}")));
-            }
-        }
+        });
+        input.consume(used);
+    }
+    if let Some((n, bytes)) = lines.finish() {
+        handle_line(n, &bytes, conn, server);
     }
     conn.read_closed(server.router());
 }
@@ -296,6 +550,9 @@ pub fn serve_stdio(
     serve_lines(input, &conn, server);
     Ok(())
 }
+
+/// How many connections may wait for `accept`.
+const LISTEN_BACKLOG: libc::c_int = 4096;
 
 /// A loopback TCP listener speaking the JSON-lines protocol.
 pub struct TcpAdapter {
@@ -318,9 +575,13 @@ impl TcpAdapter {
                 ),
             ));
         }
-        Ok(TcpAdapter {
-            listener: TcpListener::bind(addr)?,
-        })
+        let listener = TcpListener::bind(addr)?;
+        // std listens with a backlog of 128: a burst of clients beyond it waits for SYN
+        // retransmission (a second or more). Listening again only raises the backlog (the
+        // kernel caps it at net.core.somaxconn).
+        // SAFETY: listen(2) on a socket this function owns.
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), LISTEN_BACKLOG) };
+        Ok(TcpAdapter { listener })
     }
 
     /// The address it listens on.
@@ -332,73 +593,190 @@ impl TcpAdapter {
         self.listener.local_addr()
     }
 
-    /// Accepts connections on a thread of its own until the server shuts down; each
-    /// connection is read on a thread of its own.
+    /// Accepts connections as a task on `runtime` until the server begins shutting down;
+    /// each connection is a reading task and a writing task.
     ///
     /// # Errors
     ///
-    /// When the listener cannot be made non-blocking or the thread cannot be started.
-    pub fn serve(self, server: Server) -> std::io::Result<JoinHandle<()>> {
+    /// When the listener cannot be handed to the runtime.
+    pub fn serve(
+        self,
+        server: Server,
+        runtime: &tokio::runtime::Handle,
+        limits: &GatewayLimits,
+    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
         self.listener.set_nonblocking(true)?;
-        std::thread::Builder::new()
-            .name("gateway-accept".into())
-            .spawn(move || {
-                while !server.is_closed() {
-                    match self.listener.accept() {
-                        Ok((stream, peer)) => accept(stream, peer, &server),
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(ACCEPT_POLL)
-                        }
-                        Err(e) => {
-                            tracing::warn!("gateway: accept failed: {e}");
-                            std::thread::sleep(ACCEPT_POLL);
-                        }
-                    }
-                }
-            })
+        let _inside = runtime.enter();
+        let listener = tokio::net::TcpListener::from_std(self.listener)?;
+        let limits = Arc::new(limits.clone());
+        Ok(runtime.spawn(accept_loop(listener, server, limits)))
     }
 }
 
-fn accept(stream: TcpStream, peer: SocketAddr, server: &Server) {
-    let setup = || -> std::io::Result<(TcpStream, TcpStream)> {
-        stream.set_nonblocking(false)?;
+/// Counts a connection as closed when its reading task ends.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    limits: Arc<GatewayLimits>,
+) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut closing = server.closing();
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = wait_killed(&mut closing) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                // Out of descriptors, most likely: back off rather than spin on the error.
+                server.log_line(&format!(
+                    "gateway: cannot accept a connection: {e}; retrying in 100 ms"
+                ));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if open.load(Ordering::SeqCst) >= limits.max_connections {
+            server.log_line(&format!(
+                "gateway: refused tcp {peer}: {} clients are connected (gateway.max_connections)",
+                limits.max_connections
+            ));
+            let line = error_line(&format!(
+                "the gateway has {} clients connected, its limit (gateway.max_connections); try again later",
+                limits.max_connections
+            ));
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    stream.write_all(format!("{line}\n").as_bytes()).await?;
+                    stream.shutdown().await
+                })
+                .await;
+            });
+            continue;
+        }
+        open.fetch_add(1, Ordering::SeqCst);
+        let guard = Open(open.clone());
         let _ = stream.set_nodelay(true);
-        Ok((stream.try_clone()?, stream.try_clone()?))
-    };
-    let (writer, closer) = match setup() {
-        Ok(pair) => pair,
-        Err(e) => {
-            tracing::warn!("gateway: connection from {peer}: {e}");
-            return;
-        }
-    };
-    let on_close: Box<dyn FnOnce() + Send> = Box::new(move || {
-        let _ = closer.shutdown(std::net::Shutdown::Both);
-    });
-    let conn = match server
-        .router()
-        .open(format!("tcp {peer}"), Box::new(writer), Some(on_close))
-    {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::warn!("gateway: connection from {peer}: {e}");
-            return;
-        }
-    };
-    let server = server.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("gateway-in-{peer}"))
-        .spawn(move || {
-            serve_lines(std::io::BufReader::new(stream), &conn, &server);
-        });
-    if let Err(e) = spawned {
-        tracing::warn!("gateway: connection from {peer}: {e}");
+        tokio::spawn(serve_connection(
+            stream,
+            peer,
+            server.clone(),
+            limits.clone(),
+            guard,
+        ));
     }
 }
 
-/// What were these items' doc examples: the binary's docs are not doctested.
+/// One TCP client: reads its lines under the limits until it stops sending, the gateway
+/// shuts down, or the connection is dropped.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    server: Server,
+    limits: Arc<GatewayLimits>,
+    _open: Open,
+) {
+    let name = format!("tcp {peer}");
+    let (mut input, output) = stream.into_split();
+    let (conn, mut killed) = server.router().open_task(name.clone(), output);
+    let mut closing = server.closing();
+    let mut lines = LineSplitter::new(limits.max_line_bytes);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let deadline = lines
+            .partial_since
+            .map(|since| tokio::time::Instant::from_std(since + limits.idle_timeout));
+        let read = async {
+            match deadline {
+                Some(at) => tokio::time::timeout_at(at, input.read(&mut chunk))
+                    .await
+                    .ok(),
+                None => Some(input.read(&mut chunk).await),
+            }
+        };
+        let read = tokio::select! {
+            biased;
+            () = wait_killed(&mut killed) => break,
+            () = wait_killed(&mut closing) => break,
+            read = read => read,
+        };
+        let n = match read {
+            None => {
+                server.log_line(&format!(
+                    "gateway: closing {name}: a line stayed unfinished for {} s (gateway.idle_timeout)",
+                    limits.idle_timeout.as_secs_f64()
+                ));
+                conn.send_line(error_line(&format!(
+                    "line {}: unfinished for {} s (gateway.idle_timeout); closing",
+                    lines.line_no + 1,
+                    limits.idle_timeout.as_secs_f64()
+                )));
+                break;
+            }
+            Some(Ok(0)) | Some(Err(_)) => {
+                if let Some((n, bytes)) = lines.finish() {
+                    handle_line(n, &bytes, &conn, &server);
+                }
+                break;
+            }
+            Some(Ok(n)) => n,
+        };
+        lines.push(&chunk[..n], |piece| match piece {
+            Piece::Line(n, bytes) => handle_line(n, bytes, &conn, &server),
+            Piece::TooLong(n) => {
+                server.log_line(&format!(
+                    "gateway: {name} sent line {n} longer than {} bytes (gateway.max_line_bytes); skipping it",
+                    limits.max_line_bytes
+                ));
+                conn.send_line(too_long_line(n, limits.max_line_bytes));
+            }
+        });
+    }
+    conn.read_closed(server.router());
+}
+
 #[cfg(test)]
-mod examples {
+mod tests {
+    use super::*;
+
+    fn split(max: usize, chunks: &[&[u8]]) -> Vec<String> {
+        let mut lines = LineSplitter::new(max);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            lines.push(chunk, |piece| {
+                out.push(match piece {
+                    Piece::Line(n, b) => format!("{n}:{}", String::from_utf8_lossy(b)),
+                    Piece::TooLong(n) => format!("{n}:too long"),
+                })
+            });
+        }
+        if let Some((n, b)) = lines.finish() {
+            out.push(format!("{n}:{} (eof)", String::from_utf8_lossy(&b)));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_split_across_chunks_and_an_over_long_one_is_skipped_to_its_newline() {
+        assert_eq!(split(8, &[b"ab", b"c\nde", b"f\n"]), ["1:abc", "2:def"]);
+        assert_eq!(
+            split(4, &[b"12345", b"678\nok\n", b"tail"]),
+            ["1:too long", "2:ok", "3:tail (eof)"]
+        );
+        assert_eq!(split(4, &[b"1234\n12345\n"]), ["1:1234", "2:too long"]);
+    }
+
     #[test]
     fn bind_works_as_documented() {
         let tcp = crate::app::server::TcpAdapter::bind("127.0.0.1:0".parse().unwrap()).unwrap();

@@ -56,12 +56,7 @@ pub(crate) fn run(
             format!("Started a new session ({}).", live.session.id)
         }
         "status" => {
-            let turns = live
-                .session
-                .history
-                .iter()
-                .filter(|m| m["role"] == "user")
-                .count();
+            let turns = live.session.turns;
             format!(
                 "Session {} on {}: {turns} turn(s), model {}.",
                 live.session.id, chat.key, live.session.model

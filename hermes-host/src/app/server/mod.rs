@@ -48,6 +48,7 @@ mod auth;
 mod capabilities;
 mod commands;
 mod handle;
+mod limits;
 mod sessions;
 mod transcript;
 mod wire;
@@ -59,6 +60,7 @@ use std::time::Duration;
 
 pub use adapter::{Connection, Router, TcpAdapter, serve_stdio};
 pub use auth::AllowedUsers;
+pub use limits::GatewayLimits;
 pub use sessions::Rejected;
 pub use transcript::TranscriptStore;
 pub use wire::Inbound;
@@ -93,6 +95,8 @@ pub struct ServerOptions {
     pub sessions_dir: PathBuf,
     /// The directory tools run in.
     pub cwd: PathBuf,
+    /// The bounds on clients' input and the write buffers.
+    pub limits: GatewayLimits,
 }
 
 impl ServerOptions {
@@ -104,6 +108,7 @@ impl ServerOptions {
             idle_timeout: None,
             sessions_dir: sessions_dir.into(),
             cwd: cwd.into(),
+            limits: GatewayLimits::default(),
         }
     }
 }
@@ -113,8 +118,11 @@ impl ServerOptions {
 pub enum Shutdown {
     /// Handle every queued message first (end of input).
     Drain,
-    /// Drop queued messages and interrupt running turns (a signal).
+    /// Drop queued messages and interrupt running turns.
     Interrupt,
+    /// Let queued and running turns finish for up to this long, then interrupt what is
+    /// still running and drop what is still queued (SIGINT and SIGTERM).
+    Graceful(Duration),
 }
 
 /// What [`Server::shutdown`] did.
@@ -123,8 +131,11 @@ pub struct ShutdownSummary {
     /// Sessions ended at shutdown (`session:end`, `on_session_finalize`): those that
     /// started, or that a reset announced.
     pub finalized: usize,
-    /// Queued messages dropped by [`Shutdown::Interrupt`].
+    /// Queued messages dropped by [`Shutdown::Interrupt`], or by [`Shutdown::Graceful`]
+    /// when its grace ran out.
     pub dropped_messages: usize,
+    /// Whether a [`Shutdown::Graceful`] grace ran out, so running turns were interrupted.
+    pub grace_expired: bool,
     /// Connections whose answers were still being written at the deadline.
     pub unflushed_connections: usize,
     /// The gateway hooks' shutdown, when there are gateway hooks.
@@ -144,6 +155,11 @@ pub(crate) struct Core {
     /// `sessions` is handed it rather than calling it, so scheduling does not depend on
     /// what the jobs do.
     pub(crate) run_job: sessions::RunJob,
+    /// The runtime whose blocking pool runs the chats' jobs; without one (a library user
+    /// outside tokio), each busy chat gets a thread.
+    pub(crate) runtime: Option<tokio::runtime::Handle>,
+    /// Turns `true` when shutdown begins: the listener and the readers stop.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Core {
@@ -166,7 +182,8 @@ pub struct Server {
 
 impl Server {
     /// Starts the gateway: emits `gateway:startup` (`platforms`) and, with an idle
-    /// timeout, starts the expiry thread. `agent.gateway` holds the gateway hooks.
+    /// timeout, starts the expiry thread. `agent.gateway` holds the gateway hooks. Called
+    /// inside a tokio runtime, the chats' jobs run on its blocking pool.
     pub fn start(
         agent: Agent,
         script: GatewayScript,
@@ -175,9 +192,11 @@ impl Server {
     ) -> Server {
         let core = Arc::new(Core {
             transcripts: TranscriptStore::new(options.sessions_dir.clone()),
-            router: Router::default(),
+            router: Router::new(options.limits.write_buffer_bytes, log.clone()),
             chats: sessions::Chats::new(),
             run_job: handle::run,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            closing: tokio::sync::watch::channel(false).0,
             agent,
             script,
             options,
@@ -221,9 +240,14 @@ impl Server {
         &self.core.router
     }
 
-    /// Whether shutdown began.
-    pub fn is_closed(&self) -> bool {
-        self.core.chats.is_closed()
+    /// A receiver that turns `true` when shutdown begins.
+    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.core.closing.subscribe()
+    }
+
+    /// Writes a line to the gateway's log.
+    pub(crate) fn log_line(&self, line: &str) {
+        self.core.log.line(line);
     }
 
     /// Stops the gateway: no new messages; queued ones are handled ([`Shutdown::Drain`]) or
@@ -232,10 +256,16 @@ impl Server {
     /// then the gateway hooks get until `deadline` to deliver what is queued for them.
     /// Calling it again does nothing more.
     pub fn shutdown(&self, how: Shutdown, deadline: Duration) -> ShutdownSummary {
+        self.core.closing.send_replace(true);
         if how == Shutdown::Interrupt {
             self.core.agent.interrupt.store(true, Ordering::SeqCst);
         }
-        let dropped_messages = sessions::close_all(&self.core, how == Shutdown::Drain);
+        let close = match how {
+            Shutdown::Drain => sessions::Close::Drain,
+            Shutdown::Interrupt => sessions::Close::Drop,
+            Shutdown::Graceful(grace) => sessions::Close::Within(grace),
+        };
+        let closed = sessions::close_all(&self.core, close);
         let unflushed_connections = self.core.router.close(deadline.min(Duration::from_secs(5)));
         let hooks = self
             .core
@@ -245,7 +275,8 @@ impl Server {
             .map(|g| g.shutdown(deadline));
         ShutdownSummary {
             finalized: self.core.chats.finalized(),
-            dropped_messages,
+            dropped_messages: closed.dropped,
+            grace_expired: closed.grace_expired,
             unflushed_connections,
             hooks,
         }

@@ -3,12 +3,16 @@
 //!
 //! A chat (`<platform>:<chat_id>`) is created with its first message, and gets a session
 //! id at once (so `session.append` works before the first turn); the session *starts*
-//! (`session:start`, `on_session_start`) with its first turn. A worker thread is started
-//! when a chat's queue goes from empty to not empty and ends when the queue is empty again,
-//! so the number of threads follows the number of chats with work, not the number of chats.
+//! (`session:start`, `on_session_start`) with its first turn. A worker is started when a
+//! chat's queue goes from empty to not empty and ends when the queue is empty again. Inside
+//! the gateway's runtime the worker is a job on its bounded blocking pool
+//! (`gateway.max_blocking` threads at most; more busy chats wait their turn), so the number
+//! of threads has a ceiling whatever the number of chats; a slow hook occupies one pool
+//! thread and stalls neither the listener nor other chats.
 //!
-//! Idle expiry: a reaper thread queues an expiry job for a chat whose known session saw
-//! no message for the idle timeout; the job ends the session (on the chat's own worker, so
+//! Idle expiry: a reaper thread, which sleeps until the earliest moment a chat could
+//! expire, queues an expiry job for a chat whose known session saw no message for the idle
+//! timeout; the job ends the session (on the chat's own worker, so
 //! it is ordered with the chat's messages) and gives the chat a fresh one. A chat whose
 //! session hooks never heard of (no turn, no reset) is forgotten when idle.
 //!
@@ -215,6 +219,12 @@ fn push(core: &Arc<Core>, chat: &Arc<Chat>, mut state: MutexGuard<'_, ChatState>
     drop(state);
     *lock(&core.chats.active) += 1;
     let (worker_core, worker_chat) = (core.clone(), chat.clone());
+    if let Some(runtime) = &core.runtime {
+        // Queued (not a new thread) when the pool is at its limit; dropped only if the
+        // runtime is gone, which happens after shutdown waited for every worker.
+        drop(runtime.spawn_blocking(move || work(&worker_core, &worker_chat)));
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name(format!("chat-{}", chat.key))
         .spawn(move || work(&worker_core, &worker_chat));
@@ -281,19 +291,24 @@ fn work(core: &Arc<Core>, chat: &Arc<Chat>) {
     }
 }
 
-/// Expires idle sessions every `tick` until the server closes. Runs on its own thread.
+/// Expires idle sessions until the server closes. Runs on its own thread, and sleeps until
+/// the earliest moment a chat could have been idle for `idle` (at least 20 ms, so a burst
+/// of expiries is handled in batches; at most `idle`).
 pub(crate) fn reap(core: &Arc<Core>, idle: Duration) {
-    let tick = (idle / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let mut sleep = idle;
     while !core.chats.is_closed() {
-        std::thread::sleep(tick);
+        std::thread::sleep(sleep.max(Duration::from_millis(20)));
         let mut map = lock(&core.chats.map);
         if core.chats.is_closed() {
             return;
         }
         let mut forget = Vec::new();
+        sleep = idle;
         for (key, chat) in map.iter() {
             let state = lock(&chat.state);
-            if state.running || !state.queue.is_empty() || state.last_activity.elapsed() < idle {
+            let quiet = state.last_activity.elapsed();
+            if state.running || !state.queue.is_empty() || quiet < idle {
+                sleep = sleep.min(idle.saturating_sub(quiet));
                 continue;
             }
             match &state.live {
@@ -308,25 +323,80 @@ pub(crate) fn reap(core: &Arc<Core>, idle: Duration) {
     }
 }
 
-/// Stops accepting messages and ends every chat's session, after its queued messages
-/// (`drain`) or instead of them. Returns how many queued messages were dropped. Waits for
-/// every worker to finish.
-pub(crate) fn close_all(core: &Arc<Core>, drain: bool) -> usize {
+/// How [`close_all`] treats queued messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Close {
+    /// Handle them first.
+    Drain,
+    /// Drop them.
+    Drop,
+    /// Handle them for up to this long; then interrupt the running turns and drop the rest.
+    Within(Duration),
+}
+
+/// What [`close_all`] did.
+pub(crate) struct Closed {
+    pub(crate) dropped: usize,
+    pub(crate) grace_expired: bool,
+}
+
+/// Drops every queued message of every chat (answering their connections' bookkeeping)
+/// and queues the chat's `Close` job again.
+fn drop_queued(core: &Arc<Core>) -> usize {
     let mut dropped = 0;
+    let map = lock(&core.chats.map);
+    for chat in map.values() {
+        let mut state = lock(&chat.state);
+        for job in std::mem::take(&mut state.queue) {
+            match job {
+                Job::Message { origin, .. } => {
+                    dropped += 1;
+                    origin.end(&core.router);
+                }
+                Job::Close => state.queue.push_back(Job::Close),
+                Job::Expire => {}
+            }
+        }
+    }
+    dropped
+}
+
+/// Stops accepting messages and ends every chat's session, after its queued messages
+/// or instead of them (see [`Close`]). Waits for every worker to finish.
+pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
     {
         let map = lock(&core.chats.map);
         core.chats.closed.store(true, Ordering::SeqCst);
         for chat in map.values() {
-            let mut state = lock(&chat.state);
-            if !drain {
-                for job in std::mem::take(&mut state.queue) {
-                    if let Job::Message { origin, .. } = job {
-                        dropped += 1;
-                        origin.end(&core.router);
-                    }
-                }
-            }
+            let state = lock(&chat.state);
             push(core, chat, state, Job::Close);
+        }
+    }
+    let mut closed = Closed {
+        dropped: 0,
+        grace_expired: false,
+    };
+    match how {
+        Close::Drain => {}
+        Close::Drop => closed.dropped = drop_queued(core),
+        Close::Within(grace) => {
+            let started = Instant::now();
+            let mut active = lock(&core.chats.active);
+            while *active > 0 {
+                let Some(left) = grace.checked_sub(started.elapsed()) else {
+                    closed.grace_expired = true;
+                    break;
+                };
+                active = match core.chats.all_done.wait_timeout(active, left) {
+                    Ok((guard, _)) => guard,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
+            }
+            drop(active);
+            if closed.grace_expired {
+                core.agent.interrupt.store(true, Ordering::SeqCst);
+                closed.dropped = drop_queued(core);
+            }
         }
     }
     let mut active = lock(&core.chats.active);
@@ -337,7 +407,7 @@ pub(crate) fn close_all(core: &Arc<Core>, drain: bool) -> usize {
             .wait(active)
             .unwrap_or_else(|e| e.into_inner());
     }
-    dropped
+    closed
 }
 
 /// Ends `live`'s session: `session:end`, then `on_session_finalize`.

@@ -2,21 +2,28 @@
 //!
 //! Start-up, in order: bind the TCP listener (its address is stdout's first line), load
 //! plugins and shell hooks (with consent) exactly as `hermes run` does, load the gateway
-//! hooks, start the server (`gateway:startup`), then serve until stdin ends (`--stdin`) or
-//! SIGINT/SIGTERM. Shutdown ends every session and gives gateway hooks
-//! `--shutdown-deadline` seconds.
+//! hooks, start the tokio runtime (`gateway.workers` threads, a blocking pool of
+//! `gateway.max_blocking`) and the server (`gateway:startup`), then serve until stdin ends
+//! (`--stdin`) or SIGINT/SIGTERM.
+//!
+//! Shutdown on a signal is graceful: no new clients or messages, running and queued turns
+//! get `gateway.shutdown_grace` (or `--shutdown-grace`) to finish, then what still runs is
+//! interrupted; every session ends, answers are flushed, gateway hooks get
+//! `--shutdown-deadline` seconds, and the exit status is 0. A second signal exits at once.
 //!
 //! Output: with `--stdin`, stdout carries only the JSON answers, so the `[hooks]` and
 //! gateway log lines go to stderr; otherwise they go to stdout after the address line.
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use crate::app::agent::{Agent, ApprovalMode, Approver, GatewayScript};
-use crate::app::server::{AllowedUsers, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio};
+use crate::app::server::{
+    AllowedUsers, GatewayLimits, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio,
+};
 use anyhow::{Context, bail};
 use hermes_host::gateway::GatewayLog;
 
@@ -26,16 +33,6 @@ use crate::cli::args::GatewayRunArgs;
 use crate::cli::load::load_hooks;
 use crate::cli::settings::Settings;
 
-/// The signal that asked the gateway to stop (0: none yet).
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_stop_signal(signal: libc::c_int) {
-    if STOP_SIGNAL.swap(signal, Ordering::SeqCst) != 0 {
-        // A second signal while shutting down: stop at once. _exit is async-signal-safe.
-        unsafe { libc::_exit(128 + signal) };
-    }
-}
-
 /// Why the gateway stops.
 enum Stop {
     /// Standard input ended (`--stdin`).
@@ -44,22 +41,46 @@ enum Stop {
     Signal(i32),
 }
 
-/// Routes SIGINT and SIGTERM to `stop`.
-fn stop_on_signals(stop: std::sync::mpsc::Sender<Stop>) {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only touches an atomic (and _exit on a second signal).
-        unsafe { libc::signal(signal, on_stop_signal as *const () as libc::sighandler_t) };
-    }
-    std::thread::spawn(move || {
+/// Routes the first SIGINT or SIGTERM to `stop`; a second one ends the process at once,
+/// with the usual `128 + signal` status. A task on the runtime, woken only by a signal.
+fn stop_on_signals(
+    runtime: &tokio::runtime::Handle,
+    stop: std::sync::mpsc::Sender<Stop>,
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _inside = runtime.enter();
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    runtime.spawn(async move {
+        let mut first = true;
         loop {
-            let signal = STOP_SIGNAL.load(Ordering::SeqCst);
-            if signal != 0 {
-                let _ = stop.send(Stop::Signal(signal));
-                return;
+            let number = tokio::select! {
+                _ = interrupt.recv() => libc::SIGINT,
+                _ = terminate.recv() => libc::SIGTERM,
+            };
+            if !first {
+                // SAFETY: _exit ends the process without running anything else.
+                unsafe { libc::_exit(128 + number) };
             }
-            std::thread::sleep(Duration::from_millis(10));
+            first = false;
+            let _ = stop.send(Stop::Signal(number));
         }
     });
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit: every client is a descriptor,
+/// and the usual soft limit (1024) would refuse clients long before `max_connections`.
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 fn stderr_log() -> Arc<dyn GatewayLog> {
@@ -115,6 +136,10 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         bail!("--idle-timeout must be more than 0 seconds");
     }
     let shutdown_deadline = seconds(args.shutdown_deadline, "--shutdown-deadline")?;
+    let shutdown_grace = args
+        .shutdown_grace
+        .map(|s| seconds(s, "--shutdown-grace"))
+        .transpose()?;
     if args.platform.is_empty() || args.platform.contains(':') {
         bail!(
             "--platform must be a non-empty name without ':' (it is the first part of a session key)"
@@ -154,6 +179,28 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
     let hooks = load_hooks(settings, Some(tracer.clone()), Some(log.clone()))?;
     let (registry, gateway_hooks, config, _) = hooks.into_parts();
+    let (mut limits, warnings) = GatewayLimits::from_config(&config);
+    for warning in warnings {
+        log.line(&format!("hermes: {warning}"));
+    }
+    if let Some(workers) = args.workers {
+        if workers == 0 {
+            bail!("--workers must be 1 or more");
+        }
+        limits.workers = workers;
+    }
+    if let Some(grace) = shutdown_grace {
+        limits.shutdown_grace = grace;
+    }
+    raise_open_file_limit();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(limits.workers)
+        .max_blocking_threads(limits.max_blocking)
+        .thread_name("gateway")
+        .enable_all()
+        .build()
+        .context("cannot start the gateway's runtime")?;
+    let _inside = runtime.enter();
     let allowed_users = match AllowedUsers::from_config(&config) {
         Ok(allowed) => allowed,
         Err((fallback, message)) => {
@@ -175,12 +222,14 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     options.platform = args.platform;
     options.allowed_users = allowed_users;
     options.idle_timeout = idle_timeout;
+    options.limits = limits.clone();
     let server = Server::start(agent, script, options, log.clone());
 
     let (stop_tx, stop_rx) = channel();
-    stop_on_signals(stop_tx.clone());
+    stop_on_signals(runtime.handle(), stop_tx.clone())
+        .context("cannot listen for SIGINT and SIGTERM")?;
     if let Some(tcp) = tcp {
-        tcp.serve(server.clone())
+        tcp.serve(server.clone(), runtime.handle(), &limits)
             .context("cannot start the TCP adapter")?;
     }
     if let Some(protocol) = protocol {
@@ -200,18 +249,32 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         drop(stop_tx);
     }
 
-    let (how, status) = match stop_rx.recv() {
-        Ok(Stop::EndOfInput) | Err(_) => (Shutdown::Drain, ExitStatus::Success),
-        Ok(Stop::Signal(signal)) if signal == libc::SIGINT => {
-            (Shutdown::Interrupt, ExitStatus::Interrupted)
+    let how = match stop_rx.recv() {
+        Ok(Stop::EndOfInput) | Err(_) => Shutdown::Drain,
+        Ok(Stop::Signal(signal)) => {
+            let name = if signal == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            log.line(&format!(
+                "gateway: {name}: no new clients or messages; letting running turns finish for up to {} s (a second signal stops at once)",
+                limits.shutdown_grace.as_secs_f64()
+            ));
+            Shutdown::Graceful(limits.shutdown_grace)
         }
-        Ok(Stop::Signal(_)) => (Shutdown::Interrupt, ExitStatus::Success),
     };
     let summary = server.shutdown(how, shutdown_deadline);
     let mut line = format!(
         "gateway: stopped; {} session(s) finalized",
         summary.finalized
     );
+    if summary.grace_expired {
+        line.push_str(&format!(
+            ", running turns interrupted after the {} s grace",
+            limits.shutdown_grace.as_secs_f64()
+        ));
+    }
     if summary.dropped_messages > 0 {
         line.push_str(&format!(
             ", {} queued message(s) dropped",
@@ -219,5 +282,9 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         ));
     }
     log.line(&line);
-    Ok(status)
+    // Tasks still waiting on idle clients end with the runtime; nothing of theirs is
+    // unwritten (the router flushed or gave up above).
+    drop(_inside);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(ExitStatus::Success)
 }

@@ -1,0 +1,343 @@
+//! The gateway under load: the real `hermes gateway run` binary, thousands of loopback
+//! clients, and the figures an operator sizes a deployment by.
+//!
+//! The run:
+//! 1. start the gateway in a fresh home with one executable (shell) gateway hook on
+//!    `agent:end`, and measure its idle wake-ups;
+//! 2. open `HERMES_BENCH_CONNECTIONS` (default 2000) connections and time until the
+//!    gateway has accepted them all (its descriptor count says so);
+//! 3. from `HERMES_BENCH_CHATS` (default 200) of them at once, send messages one after
+//!    another, each waiting for its answer, and record every answer's latency;
+//! 4. with every connection still open and nothing sent, measure idle wake-ups again.
+//!
+//! Beside it, in the same run: the round trip of one line on a plain loopback
+//! `TcpStream` echo, the floor under any answer.
+//!
+//! Thread count and RSS are the gateway's peak during step 3, read from
+//! `/proc/PID/status`. Wake-ups are the sum of `voluntary_ctxt_switches` over
+//! `/proc/PID/task/*/status`, per second.
+//!
+//! Run: `cargo bench -p hermes-host --bench gateway_load`
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Reads a number from the environment, or the default.
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn status_field(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The sum of voluntary context switches over every thread of `pid`.
+fn wakeups(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+fn idle_wakeups_per_second(pid: u32, over: Duration) -> f64 {
+    let before = wakeups(pid);
+    std::thread::sleep(over);
+    (wakeups(pid).saturating_sub(before)) as f64 / over.as_secs_f64()
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// A home with one executable gateway hook that appends every `agent:end` to a file.
+fn home(dir: &Path) {
+    if std::env::var_os("HERMES_BENCH_NO_HOOK").is_some() {
+        return;
+    }
+    let hook = dir.join("hooks/logger");
+    std::fs::create_dir_all(&hook).expect("the hook directory");
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: logger\nevents: [agent:end]\n",
+    )
+    .expect("HOOK.yaml");
+    let handler = hook.join("handler");
+    std::fs::write(
+        &handler,
+        "#!/bin/sh\n{ cat; echo; } >> \"$HERMES_HOME/events.log\"\n",
+    )
+    .expect("handler");
+    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn start(dir: &Path) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(dir)
+        .args([
+            "gateway",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--trace",
+            "off",
+        ])
+        .env_remove("HERMES_HOME")
+        .env("HERMES_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("hermes starts (build it with `cargo build -p hermes-host`)");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("the address line");
+    let addr = first.trim().parse().expect("the first line is the address");
+    // Keep reading the log, so the gateway never blocks on a full pipe.
+    std::thread::spawn(move || for _ in out.lines() {});
+    (child, addr)
+}
+
+/// The floor: one line's round trip through a plain loopback echo, `rounds` times.
+fn bare_echo(rounds: usize) -> Vec<Duration> {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let _ = stream.set_nodelay(true);
+            let mut writer = stream.try_clone().expect("clone");
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if writer.write_all(format!("{line}\n").as_bytes()).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let stream = TcpStream::connect(addr).expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let mut writer = stream.try_clone().expect("clone");
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    (0..rounds)
+        .map(|i| {
+            let started = Instant::now();
+            writeln!(
+                writer,
+                r#"{{"chat_id": "c", "user_id": "u", "text": "m{i}"}}"#
+            )
+            .expect("write");
+            line.clear();
+            reader.read_line(&mut line).expect("read");
+            started.elapsed()
+        })
+        .collect()
+}
+
+fn answers_expected(chats: usize, per_chat: usize) -> usize {
+    chats * per_chat
+}
+
+/// How many `agent:end` events the hook has written.
+fn hook_events(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("events.log"))
+        .map_or(0, |t| t.lines().filter(|l| !l.trim().is_empty()).count())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let connections = setting("HERMES_BENCH_CONNECTIONS", if quick { 50 } else { 2000 });
+    let chats = setting("HERMES_BENCH_CHATS", if quick { 10 } else { 200 }).min(connections);
+    let per_chat = setting("HERMES_BENCH_MESSAGES", if quick { 3 } else { 25 });
+    let idle_window = Duration::from_secs(if quick { 1 } else { 5 });
+    raise_open_file_limit();
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    home(dir.path());
+    let (mut child, addr) = start(dir.path());
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(if quick { 1 } else { 3 }));
+    let idle_before = idle_wakeups_per_second(pid, idle_window);
+
+    let base_fds = open_fds(pid);
+    let started = Instant::now();
+    let mut streams: Vec<TcpStream> = (0..connections)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    while open_fds(pid) < base_fds + connections {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the gateway accepted {} of {connections} connections in 60 s",
+            open_fds(pid).saturating_sub(base_fds)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let accept_time = started.elapsed();
+
+    let peak_threads = Arc::new(AtomicU64::new(0));
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (threads, rss, on) = (peak_threads.clone(), peak_rss.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while on.load(Ordering::Relaxed) {
+                threads.fetch_max(status_field(pid, "Threads:"), Ordering::Relaxed);
+                rss.fetch_max(status_field(pid, "VmRSS:"), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let barrier = Arc::new(Barrier::new(chats));
+    let load_started = Instant::now();
+    let senders: Vec<_> = streams
+        .drain(..chats)
+        .enumerate()
+        .map(|(c, stream)| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                stream.set_nodelay(true).expect("nodelay");
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(60)))
+                    .expect("timeout");
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                let mut latencies = Vec::with_capacity(per_chat);
+                barrier.wait();
+                for m in 0..per_chat {
+                    let sent = Instant::now();
+                    writeln!(
+                        writer,
+                        r#"{{"chat_id": "chat-{c}", "user_id": "u{c}", "text": "message {m}"}}"#
+                    )
+                    .expect("send");
+                    line.clear();
+                    reader.read_line(&mut line).expect("an answer");
+                    assert!(
+                        line.contains(&format!("message {m}")),
+                        "a wrong answer: {line}"
+                    );
+                    latencies.push(sent.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies: Vec<Duration> = senders
+        .into_iter()
+        .flat_map(|s| s.join().expect("a sender"))
+        .collect();
+    let load_took = load_started.elapsed();
+    sampling.store(false, Ordering::Relaxed);
+    sampler.join().expect("the sampler");
+    latencies.sort();
+
+    // The hook's events are delivered behind the answers (a gateway hook never holds one
+    // up): idle means after the last of them.
+    let expected = if std::env::var_os("HERMES_BENCH_NO_HOOK").is_some() {
+        0
+    } else {
+        answers_expected(chats, per_chat)
+    };
+    let drained = Instant::now();
+    while hook_events(dir.path()) < expected && drained.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hook_drain = drained.elapsed();
+    std::thread::sleep(Duration::from_secs(if quick { 1 } else { 3 }));
+    let idle_after = idle_wakeups_per_second(pid, idle_window);
+    let idle_threads = status_field(pid, "Threads:");
+    let mut echo = bare_echo(2000);
+    echo.sort();
+
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(streams);
+
+    let answers = latencies.len();
+    println!(
+        "gateway_load: {connections} connections, {chats} chats x {per_chat} messages, one shell gateway hook on agent:end"
+    );
+    println!("| measurement | value | target |");
+    println!("|---|---|---|");
+    println!(
+        "| accept {connections} connections | {} | < 1 s |",
+        ms(accept_time)
+    );
+    println!(
+        "| answer latency p50 / p99 ({answers} answers) | {} / {} | p99 <= 20 ms |",
+        ms(percentile(&latencies, 0.50)),
+        ms(percentile(&latencies, 0.99))
+    );
+    println!(
+        "| answers per second | {:.0} | |",
+        answers as f64 / load_took.as_secs_f64()
+    );
+    println!(
+        "| bare loopback echo p50 / p99 (same run) | {} / {} | |",
+        ms(percentile(&echo, 0.50)),
+        ms(percentile(&echo, 0.99))
+    );
+    println!(
+        "| threads: peak under load / idle after | {} / {idle_threads} | <= 16 + busy pool threads |",
+        peak_threads.load(Ordering::Relaxed)
+    );
+    println!(
+        "| RSS peak | {:.1} MiB | <= 100 MiB |",
+        peak_rss.load(Ordering::Relaxed) as f64 / 1024.0
+    );
+    println!(
+        "| the hook's {} events delivered, after the last answer | {} | |",
+        hook_events(dir.path()),
+        ms(hook_drain)
+    );
+    println!(
+        "| idle wake-ups per second: before / after (connections open) | {idle_before:.1} / {idle_after:.1} | <= 1 |"
+    );
+}

@@ -1,0 +1,201 @@
+//! The gateway's limits and runtime sizes, read from the `gateway:` block of `config.yaml`.
+//!
+//! Every input a client controls has a bound here: a line's length, how long a partial
+//! line may stay open, how many clients may connect, and how many bytes of answers may wait
+//! for a client that does not read them. The runtime's sizes (async workers, the blocking
+//! pool that runs agent turns and hooks) and the shutdown grace live here too, because an
+//! operator tunes them together.
+//!
+//! A key with a value of the wrong type or out of range is reported (naming the key and
+//! the default used instead) and the default applies; an unknown key is reported too, so a
+//! typo does not silently leave a limit at its default.
+
+use std::time::Duration;
+
+use hermes_host::home::Config;
+use yaml_serde::Value;
+
+/// How the gateway is sized and bounded. [`GatewayLimits::default`] is what an empty
+/// `gateway:` block gives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatewayLimits {
+    /// Async worker threads (`gateway.workers`; default: the number of cores).
+    pub workers: usize,
+    /// The most threads running agent turns and hook firings at once
+    /// (`gateway.max_blocking`).
+    pub max_blocking: usize,
+    /// The most clients connected at once (`gateway.max_connections`); one more is told so
+    /// and closed.
+    pub max_connections: usize,
+    /// The longest inbound line (`gateway.max_line_bytes`); a longer one is answered with
+    /// an error and skipped, and the connection stays usable.
+    pub max_line_bytes: usize,
+    /// How long a partial line may stay unfinished (`gateway.idle_timeout`, seconds)
+    /// before the connection is closed: the slowloris bound. A connection with no partial
+    /// line may stay idle for ever (a client waiting for answers).
+    pub idle_timeout: Duration,
+    /// The most bytes of answers queued for one client (`gateway.write_buffer_bytes`); a
+    /// client that lets more pile up is not reading, and is dropped.
+    pub write_buffer_bytes: usize,
+    /// How long in-flight turns get to finish after SIGINT or SIGTERM
+    /// (`gateway.shutdown_grace`, seconds) before they are interrupted.
+    pub shutdown_grace: Duration,
+}
+
+/// `gateway.max_line_bytes` by default: 1 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
+
+impl Default for GatewayLimits {
+    fn default() -> GatewayLimits {
+        GatewayLimits {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_blocking: 64,
+            max_connections: 10_000,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            idle_timeout: Duration::from_secs(30),
+            write_buffer_bytes: 8 << 20,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The keys of the `gateway:` block that are not limits, read elsewhere.
+const OTHER_KEYS: &[&str] = &["allowed_users"];
+
+impl GatewayLimits {
+    /// The limits of `config`, with one warning line per key that could not be used (the
+    /// tests below show both).
+    pub fn from_config(config: &Config) -> (GatewayLimits, Vec<String>) {
+        let mut limits = GatewayLimits::default();
+        let mut warnings = Vec::new();
+        let Some(block) = config.get("gateway") else {
+            return (limits, warnings);
+        };
+        let Value::Mapping(map) = block else {
+            warnings.push(
+                "config.yaml: `gateway:` must be a mapping; using the default limits".to_string(),
+            );
+            return (limits, warnings);
+        };
+        for (key, value) in map {
+            let Some(key) = key.as_str() else { continue };
+            let mut bad = |what: &str, default: String| {
+                warnings.push(format!(
+                    "config.yaml: gateway.{key} must be {what}; using the default, {default}"
+                ));
+            };
+            match key {
+                "workers" => match count(value, 1, 1024) {
+                    Some(n) => limits.workers = n,
+                    None => bad("a whole number from 1 to 1024", limits.workers.to_string()),
+                },
+                "max_blocking" => match count(value, 1, 4096) {
+                    Some(n) => limits.max_blocking = n,
+                    None => bad("a whole number from 1 to 4096", limits.max_blocking.to_string()),
+                },
+                "max_connections" => match count(value, 1, 1_000_000) {
+                    Some(n) => limits.max_connections = n,
+                    None => bad(
+                        "a whole number from 1 to 1000000",
+                        limits.max_connections.to_string(),
+                    ),
+                },
+                "max_line_bytes" => match count(value, 64, 1 << 30) {
+                    Some(n) => limits.max_line_bytes = n,
+                    None => bad(
+                        "a number of bytes from 64 to 1073741824",
+                        limits.max_line_bytes.to_string(),
+                    ),
+                },
+                "write_buffer_bytes" => match count(value, 1024, 1 << 32) {
+                    Some(n) => limits.write_buffer_bytes = n,
+                    None => bad(
+                        "a number of bytes from 1024 to 4294967296",
+                        limits.write_buffer_bytes.to_string(),
+                    ),
+                },
+                "idle_timeout" => match seconds(value) {
+                    Some(d) if !d.is_zero() => limits.idle_timeout = d,
+                    _ => bad(
+                        "a number of seconds above 0",
+                        format!("{} s", limits.idle_timeout.as_secs_f64()),
+                    ),
+                },
+                "shutdown_grace" => match seconds(value) {
+                    Some(d) => limits.shutdown_grace = d,
+                    None => bad(
+                        "a number of seconds, 0 or more",
+                        format!("{} s", limits.shutdown_grace.as_secs_f64()),
+                    ),
+                },
+                other if OTHER_KEYS.contains(&other) => {}
+                other => warnings.push(format!(
+                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, allowed_users); ignoring it"
+                )),
+            }
+        }
+        (limits, warnings)
+    }
+}
+
+fn count(value: &Value, min: u64, max: u64) -> Option<usize> {
+    value
+        .as_u64()
+        .filter(|n| (min..=max).contains(n))
+        .and_then(|n| usize::try_from(n).ok())
+}
+
+fn seconds(value: &Value) -> Option<Duration> {
+    value
+        .as_f64()
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .map(Duration::from_secs_f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> (GatewayLimits, Vec<String>) {
+        let config = Config::parse(yaml).unwrap();
+        GatewayLimits::from_config(&config)
+    }
+
+    #[test]
+    fn an_empty_block_gives_the_defaults() {
+        assert_eq!(parse("{}\n"), (GatewayLimits::default(), vec![]));
+        assert_eq!(
+            parse("gateway:\n  allowed_users: [a]\n").1,
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn each_key_is_read_and_a_bad_one_names_itself_and_the_default() {
+        let (limits, warnings) = parse(
+            "gateway:\n  workers: 3\n  max_blocking: 8\n  max_connections: 5\n  max_line_bytes: 4096\n  idle_timeout: 0.5\n  write_buffer_bytes: 65536\n  shutdown_grace: 2\n",
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            (
+                limits.workers,
+                limits.max_blocking,
+                limits.max_connections,
+                limits.max_line_bytes
+            ),
+            (3, 8, 5, 4096)
+        );
+        assert_eq!(limits.idle_timeout, Duration::from_millis(500));
+        assert_eq!(limits.write_buffer_bytes, 65536);
+        assert_eq!(limits.shutdown_grace, Duration::from_secs(2));
+
+        let (limits, warnings) =
+            parse("gateway:\n  workers: zero\n  idle_timeout: 0\n  max_conections: 4\n");
+        assert_eq!(limits, GatewayLimits::default());
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings[0].starts_with("config.yaml: gateway.workers must be a whole number"));
+        assert!(warnings[0].contains("using the default"));
+        assert!(warnings[1].contains("gateway.idle_timeout"));
+        assert!(warnings[2].contains("gateway.max_conections is not a gateway setting"));
+    }
+}
