@@ -17,7 +17,10 @@
 //! `/proc/PID/status`. Wake-ups are the sum of `voluntary_ctxt_switches` over
 //! `/proc/PID/task/*/status`, per second.
 //!
-//! Run: `cargo bench -p hermes-host --bench gateway_load`
+//! Run: `cargo bench -p hermes-host --bench gateway_load`. `HERMES_BENCH_CONNECTIONS`,
+//! `HERMES_BENCH_CHATS` and `HERMES_BENCH_MESSAGES` change the load,
+//! `HERMES_BENCH_GATEWAY='max_blocking: 8'` the gateway's settings, and
+//! `HERMES_BENCH_NO_HOOK=1` leaves the gateway hook out.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -67,6 +70,22 @@ fn idle_wakeups_per_second(pid: u32, over: Duration) -> f64 {
     (wakeups(pid).saturating_sub(before)) as f64 / over.as_secs_f64()
 }
 
+/// CPU time the process used so far (user + system), from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
+}
+
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
@@ -96,6 +115,11 @@ fn ms(d: Duration) -> String {
 
 /// A home with one executable gateway hook that appends every `agent:end` to a file.
 fn home(dir: &Path) {
+    // An operator's gateway: settings, for trying sizes (`max_blocking: 8`, ...).
+    if let Ok(gateway) = std::env::var("HERMES_BENCH_GATEWAY") {
+        std::fs::write(dir.join("config.yaml"), format!("gateway: {{{gateway}}}\n"))
+            .expect("config.yaml");
+    }
     if std::env::var_os("HERMES_BENCH_NO_HOOK").is_some() {
         return;
     }
@@ -235,6 +259,7 @@ fn main() {
     };
     let barrier = Arc::new(Barrier::new(chats));
     let load_started = Instant::now();
+    let cpu_before = cpu_time(pid);
     let senders: Vec<_> = streams
         .drain(..chats)
         .enumerate()
@@ -274,6 +299,7 @@ fn main() {
         .flat_map(|s| s.join().expect("a sender"))
         .collect();
     let load_took = load_started.elapsed();
+    let server_cpu = cpu_time(pid).saturating_sub(cpu_before);
     sampling.store(false, Ordering::Relaxed);
     sampler.join().expect("the sampler");
     latencies.sort();
@@ -318,6 +344,11 @@ fn main() {
     println!(
         "| answers per second | {:.0} | |",
         answers as f64 / load_took.as_secs_f64()
+    );
+    println!(
+        "| gateway CPU during the load | {:.2} cores of 2, {:.0} µs per answer | |",
+        server_cpu.as_secs_f64() / load_took.as_secs_f64(),
+        server_cpu.as_secs_f64() * 1e6 / answers.max(1) as f64
     );
     println!(
         "| bare loopback echo p50 / p99 (same run) | {} / {} | |",

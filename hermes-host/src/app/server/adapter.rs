@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -45,6 +45,14 @@ use hermes_host::gateway::GatewayLog;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Messages a connection sent that are not fully answered yet, and whether it stopped
@@ -193,7 +201,9 @@ impl Drop for WriterDone {
 /// Every open connection, and which chats each one follows.
 pub struct Router {
     next_id: AtomicU64,
-    subscriptions: Mutex<HashMap<String, Vec<Arc<Connection>>>>,
+    /// Read on every answer and every message, written only when a chat gains or loses a
+    /// follower: a read-write lock, so chat workers do not queue behind each other.
+    subscriptions: RwLock<HashMap<String, Vec<Arc<Connection>>>>,
     open: Mutex<HashMap<u64, Arc<Connection>>>,
     writers: Arc<Writers>,
     write_limit: usize,
@@ -206,7 +216,7 @@ impl Router {
     pub fn new(write_limit: usize, log: Arc<dyn GatewayLog>) -> Router {
         Router {
             next_id: AtomicU64::new(0),
-            subscriptions: Mutex::new(HashMap::new()),
+            subscriptions: RwLock::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
             writers: Arc::new(Writers::default()),
             write_limit,
@@ -325,10 +335,16 @@ impl Router {
 
     /// `conn` receives the outbound messages of chat `key` from now on.
     pub fn subscribe(&self, key: &str, conn: &Arc<Connection>) {
-        let mut subs = lock(&self.subscriptions);
-        let list = subs.entry(key.to_string()).or_default();
-        if !list.iter().any(|c| c.id == conn.id) {
-            list.push(conn.clone());
+        let follows = |subs: &HashMap<String, Vec<Arc<Connection>>>| {
+            subs.get(key)
+                .is_some_and(|list| list.iter().any(|c| c.id == conn.id))
+        };
+        if follows(&read(&self.subscriptions)) {
+            return;
+        }
+        let mut subs = write(&self.subscriptions);
+        if !follows(&subs) {
+            subs.entry(key.to_string()).or_default().push(conn.clone());
         }
     }
 
@@ -336,14 +352,22 @@ impl Router {
     pub fn send(&self, message: &Outbound) -> usize {
         let key = message.session_key();
         let line = message.to_line();
-        let mut subs = lock(&self.subscriptions);
-        let Some(list) = subs.get_mut(&key) else {
-            return 0;
+        let (delivered, stale) = {
+            let subs = read(&self.subscriptions);
+            let Some(list) = subs.get(&key) else {
+                return 0;
+            };
+            let delivered = list.iter().filter(|c| c.send_line(line.clone())).count();
+            (delivered, delivered < list.len())
         };
-        list.retain(|c| c.alive.load(Ordering::SeqCst));
-        let delivered = list.iter().filter(|c| c.send_line(line.clone())).count();
-        if list.is_empty() {
-            subs.remove(&key);
+        if stale {
+            let mut subs = write(&self.subscriptions);
+            if let Some(list) = subs.get_mut(&key) {
+                list.retain(|c| c.alive.load(Ordering::SeqCst));
+                if list.is_empty() {
+                    subs.remove(&key);
+                }
+            }
         }
         delivered
     }
@@ -351,7 +375,7 @@ impl Router {
     /// Closes `conn` once its queued lines are written, and drops its subscriptions.
     fn forget(&self, conn: &Arc<Connection>) {
         {
-            let mut subs = lock(&self.subscriptions);
+            let mut subs = write(&self.subscriptions);
             subs.retain(|_, list| {
                 list.retain(|c| c.id != conn.id);
                 !list.is_empty()
@@ -365,7 +389,7 @@ impl Router {
     /// lines to be written. Returns how many writers were still busy at the deadline.
     pub fn close(&self, deadline: Duration) -> usize {
         let started = Instant::now();
-        lock(&self.subscriptions).clear();
+        write(&self.subscriptions).clear();
         let open: Vec<Arc<Connection>> = lock(&self.open).drain().map(|(_, c)| c).collect();
         for conn in &open {
             conn.close();

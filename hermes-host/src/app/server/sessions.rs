@@ -101,7 +101,10 @@ pub(crate) struct Chats {
     /// `session_key -> session id`, readable while the chat's worker holds its session.
     ids: Mutex<HashMap<String, String>>,
     closed: AtomicBool,
-    active: Mutex<usize>,
+    /// Workers running. Counted with atomics, since every message starts and ends one; the
+    /// lock only pairs the last worker's wake-up with a waiting shutdown.
+    active: AtomicUsize,
+    active_lock: Mutex<()>,
     all_done: Condvar,
     finalized: AtomicUsize,
 }
@@ -131,7 +134,8 @@ impl Chats {
             map: Mutex::new(HashMap::new()),
             ids: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
-            active: Mutex::new(0),
+            active: AtomicUsize::new(0),
+            active_lock: Mutex::new(()),
             all_done: Condvar::new(),
             finalized: AtomicUsize::new(0),
         }
@@ -217,7 +221,7 @@ fn push(core: &Arc<Core>, chat: &Arc<Chat>, mut state: MutexGuard<'_, ChatState>
     }
     state.running = true;
     drop(state);
-    *lock(&core.chats.active) += 1;
+    core.chats.active.fetch_add(1, Ordering::SeqCst);
     let (worker_core, worker_chat) = (core.clone(), chat.clone());
     if let Some(runtime) = &core.runtime {
         // Queued (not a new thread) when the pool is at its limit; dropped only if the
@@ -243,9 +247,8 @@ struct ActiveGuard<'a>(&'a Chats);
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
-        let mut active = lock(&self.0.active);
-        *active = active.saturating_sub(1);
-        if *active == 0 {
+        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let _paired = lock(&self.0.active_lock);
             self.0.all_done.notify_all();
         }
     }
@@ -381,8 +384,8 @@ pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
         Close::Drop => closed.dropped = drop_queued(core),
         Close::Within(grace) => {
             let started = Instant::now();
-            let mut active = lock(&core.chats.active);
-            while *active > 0 {
+            let mut active = lock(&core.chats.active_lock);
+            while core.chats.active.load(Ordering::SeqCst) > 0 {
                 let Some(left) = grace.checked_sub(started.elapsed()) else {
                     closed.grace_expired = true;
                     break;
@@ -399,8 +402,8 @@ pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
             }
         }
     }
-    let mut active = lock(&core.chats.active);
-    while *active > 0 {
+    let mut active = lock(&core.chats.active_lock);
+    while core.chats.active.load(Ordering::SeqCst) > 0 {
         active = core
             .chats
             .all_done
