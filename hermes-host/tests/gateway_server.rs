@@ -1582,3 +1582,132 @@ fn three_hundred_connections_are_served_by_a_bounded_number_of_threads() {
     );
     gateway.stop();
 }
+
+#[test]
+fn sighup_and_gateway_reload_swap_in_new_hooks_and_a_broken_file_keeps_the_old_ones() {
+    let home = TestHome::new();
+    home.recording_hook("first", "[agent:end]");
+    home.plugin("noisy", "noisy", "  {}");
+    home.config("plugins:\n  enabled: [noisy]\n");
+    let gateway = home.start(&["--trace", "off"]);
+    let pid = i32::try_from(gateway.child.as_ref().unwrap().id()).unwrap();
+    let pid_file = home.path().join("gateway.pid");
+    wait_until("the pid file", Duration::from_secs(20), || {
+        pid_file.exists()
+    });
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        pid.to_string()
+    );
+    let log_has = |what: &str, count: usize| {
+        let what = what.to_string();
+        let lines = gateway.lines.clone();
+        let started = Instant::now();
+        move || {
+            let lines = lines.lock().unwrap();
+            let found = lines.iter().filter(|l| l.contains(&what)).count() >= count;
+            assert!(
+                found || started.elapsed() < Duration::from_secs(19),
+                "no {what:?} in the log:\n{}",
+                lines.join("\n")
+            );
+            found
+        }
+    };
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u1", "one"));
+    client.recv();
+    wait_until("the first hook", Duration::from_secs(20), || {
+        home.lines_of("first.out").len() == 1
+    });
+
+    // A new gateway hook, and the in-process plugin's library rebuilt (its time changes).
+    home.recording_hook("second", "[agent:end]");
+    let library = home.path().join("plugins/noisy/libnoisy.so");
+    std::fs::File::options()
+        .write(true)
+        .open(&library)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + Duration::from_secs(60))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["gateway", "reload"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("Sent SIGHUP to the gateway (pid {pid})"))
+    );
+    wait_until(
+        "the reload",
+        Duration::from_secs(20),
+        log_has(
+            "gateway: reloaded: 1 plugin(s), 0 shell hook(s), 3 gateway hook(s)",
+            1,
+        ),
+    );
+    assert!(
+        log_has("gateway: plugin 'noisy' changed on disk", 1)(),
+        "{:?}",
+        gateway.lines.lock().unwrap()
+    );
+    client.send(msg("c1", "u1", "two"));
+    client.recv();
+    wait_until("both hooks", Duration::from_secs(20), || {
+        home.lines_of("first.out").len() == 2 && home.lines_of("second.out").len() == 1
+    });
+
+    // A config.yaml that does not parse: refused, the hooks stay.
+    home.config("plugins: [unclosed\n");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until(
+        "the refusal",
+        Duration::from_secs(20),
+        log_has(
+            "gateway: reload refused, keeping the hooks loaded before:",
+            1,
+        ),
+    );
+    client.send(msg("c1", "u1", "three"));
+    client.recv();
+    wait_until("the old hooks", Duration::from_secs(20), || {
+        home.lines_of("second.out").len() == 2
+    });
+
+    // A hook that breaks: refused, naming it.
+    home.config("plugins:\n  enabled: [noisy]\n");
+    home.write("hooks/second/HOOK.yaml", "events: [unclosed\n");
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until(
+        "the second refusal",
+        Duration::from_secs(20),
+        log_has("reload refused", 2),
+    );
+    let refusal = gateway
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|l| l.contains("reload refused"))
+        .cloned()
+        .unwrap();
+    assert!(
+        refusal.contains("hooks/second") && refusal.contains("no longer loads"),
+        "{refusal}"
+    );
+    client.send(msg("c1", "u1", "four"));
+    client.recv();
+    wait_until("the old hooks again", Duration::from_secs(20), || {
+        home.lines_of("second.out").len() == 3
+    });
+    gateway.stop();
+    assert!(!pid_file.exists(), "the pid file is removed at exit");
+}

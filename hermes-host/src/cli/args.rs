@@ -225,6 +225,9 @@ pub enum GatewayCommand {
     },
     /// Run the agent behind a local message gateway (a loopback TCP and/or stdin adapter).
     Run(GatewayRunArgs),
+    /// Make the running gateway of this home reload config.yaml, shell hooks, gateway hooks
+    /// and plugins (it is sent SIGHUP; its pid is in HERMES_HOME/gateway.pid).
+    Reload,
 }
 
 /// `hermes gateway run`.

@@ -129,7 +129,8 @@ pub struct TurnResult {
     pub interrupted: bool,
 }
 
-/// The agent: the hooks, the tools' settings, and the trace.
+/// The agent: the hooks, the tools' settings, and the trace. Cloning shares everything.
+#[derive(Clone)]
 pub struct Agent {
     /// Plugin and shell hooks.
     pub registry: Arc<Registry>,

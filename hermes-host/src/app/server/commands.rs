@@ -41,7 +41,7 @@ pub(crate) fn run(
     name: &str,
     args: &str,
 ) {
-    core.agent.emit(
+    core.agent().emit(
         &format!("command:{name}"),
         json!({
             "platform": chat.platform,
@@ -85,7 +85,7 @@ fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
         started: false,
         announced: true,
     };
-    core.agent.emit(
+    core.agent().emit(
         "session:reset",
         json!({ "platform": chat.platform, "user_id": user_id, "session_key": chat.key }),
     );
@@ -93,7 +93,7 @@ fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
         session_id: &live.session.id,
         platform: &chat.platform,
     };
-    core.agent.fire(SessionResetEvent::HOOK, &event.fields());
+    core.agent().fire(SessionResetEvent::HOOK, &event.fields());
 }
 
 /// What were these items' doc examples: the binary's docs are not doctested.

@@ -109,10 +109,11 @@ fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> Dispatch
         session_key: &chat.key,
     };
     let started = Instant::now();
-    let registry = &core.agent.registry;
+    let agent = core.agent();
+    let registry = &agent.registry;
     let verdict = registry.pre_gateway_dispatch(&event, &Capabilities { core });
     let callbacks = registry.entries(GatewayDispatchEvent::HOOK).len();
-    core.agent.tracer.fired(
+    agent.tracer.fired(
         GatewayDispatchEvent::HOOK,
         &event.fields(),
         callbacks,
@@ -126,7 +127,7 @@ fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> Dispatch
 fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str) {
     if !live.started {
         live.started = true;
-        core.agent.emit(
+        core.agent().emit(
             "session:start",
             json!({
                 "platform": chat.platform,
@@ -154,7 +155,7 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
 
     let before = live.session.history.len();
     let steps = core.script.steps_for(text);
-    let result = core.agent.run_turn(&mut live.session, text, &steps);
+    let result = core.agent().run_turn(&mut live.session, text, &steps);
     // The turn's new history: the user's message (already written), then tool calls,
     // tool results and the answer.
     let new = live.session.history.get(before..).unwrap_or_default();

@@ -144,7 +144,9 @@ pub struct ShutdownSummary {
 
 /// Everything the chats' workers share.
 pub(crate) struct Core {
-    pub(crate) agent: Agent,
+    /// The agent with the hooks loaded now; a reload swaps in another, and a job keeps the
+    /// one it took (see [`Core::agent`]).
+    agent: std::sync::RwLock<Arc<Agent>>,
     pub(crate) script: GatewayScript,
     pub(crate) options: ServerOptions,
     pub(crate) transcripts: TranscriptStore,
@@ -163,6 +165,12 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// The agent as it is now. A turn takes it once, so it runs with the hooks it started
+    /// with even when a reload swaps in others meanwhile.
+    pub(crate) fn agent(&self) -> Arc<Agent> {
+        self.agent.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// A fresh session for a chat (not started: no hook fired yet).
     pub(crate) fn new_session(&self, platform: &str, chat_id: &str) -> Session {
         let mut session = Session::new(&self.script.model, platform, &self.options.cwd);
@@ -195,14 +203,14 @@ impl Server {
             router: Router::new(options.limits.write_buffer_bytes, log.clone()),
             chats: sessions::Chats::new(),
             run_job: handle::run,
+            agent: std::sync::RwLock::new(Arc::new(agent)),
             runtime: tokio::runtime::Handle::try_current().ok(),
             closing: tokio::sync::watch::channel(false).0,
-            agent,
             script,
             options,
             log,
         });
-        core.agent.emit(
+        core.agent().emit(
             "gateway:startup",
             serde_json::json!({ "platforms": [core.options.platform] }),
         );
@@ -240,6 +248,20 @@ impl Server {
         &self.core.router
     }
 
+    /// Swaps in `agent` (hooks reloaded): messages handled from now on use it, and turns
+    /// already running finish with the agent they started with. Returns the old one, whose
+    /// gateway hooks deliver what is queued for them and stop once the last turn using them
+    /// ends.
+    pub fn replace_agent(&self, agent: Agent) -> Arc<Agent> {
+        let mut current = self.core.agent.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *current, Arc::new(agent))
+    }
+
+    /// The agent serving messages now.
+    pub fn agent(&self) -> Arc<Agent> {
+        self.core.agent()
+    }
+
     /// A receiver that turns `true` when shutdown begins.
     pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
         self.core.closing.subscribe()
@@ -258,7 +280,7 @@ impl Server {
     pub fn shutdown(&self, how: Shutdown, deadline: Duration) -> ShutdownSummary {
         self.core.closing.send_replace(true);
         if how == Shutdown::Interrupt {
-            self.core.agent.interrupt.store(true, Ordering::SeqCst);
+            self.core.agent().interrupt.store(true, Ordering::SeqCst);
         }
         let close = match how {
             Shutdown::Drain => sessions::Close::Drain,
@@ -269,7 +291,7 @@ impl Server {
         let unflushed_connections = self.core.router.close(deadline.min(Duration::from_secs(5)));
         let hooks = self
             .core
-            .agent
+            .agent()
             .gateway
             .as_ref()
             .map(|g| g.shutdown(deadline));

@@ -397,7 +397,7 @@ pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
             }
             drop(active);
             if closed.grace_expired {
-                core.agent.interrupt.store(true, Ordering::SeqCst);
+                core.agent().interrupt.store(true, Ordering::SeqCst);
                 closed.dropped = drop_queued(core);
             }
         }
@@ -415,7 +415,7 @@ pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
 
 /// Ends `live`'s session: `session:end`, then `on_session_finalize`.
 pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
-    core.agent.emit(
+    core.agent().emit(
         "session:end",
         serde_json::json!({
             "platform": chat.platform,
@@ -423,5 +423,5 @@ pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
             "session_key": chat.key,
         }),
     );
-    core.agent.finalize(&live.session);
+    core.agent().finalize(&live.session);
 }

@@ -1,5 +1,6 @@
-//! `hermes gateway hooks | emit | run`.
+//! `hermes gateway hooks | emit | run | reload`.
 
+mod reload;
 mod run;
 
 use std::fmt::Write as _;
@@ -24,6 +25,7 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
             deadline,
         } => emit(settings, &event, context.as_deref(), deadline),
         GatewayCommand::Run(args) => run::run(args, settings),
+        GatewayCommand::Reload => reload::signal_running(settings),
     }
 }
 

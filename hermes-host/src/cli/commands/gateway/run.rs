@@ -39,10 +39,13 @@ enum Stop {
     EndOfInput,
     /// SIGINT or SIGTERM.
     Signal(i32),
+    /// SIGHUP: reload the hooks.
+    Reload,
 }
 
 /// Routes the first SIGINT or SIGTERM to `stop`; a second one ends the process at once,
-/// with the usual `128 + signal` status. A task on the runtime, woken only by a signal.
+/// with the usual `128 + signal` status. SIGHUP asks for a reload. A task on the runtime,
+/// woken only by a signal.
 fn stop_on_signals(
     runtime: &tokio::runtime::Handle,
     stop: std::sync::mpsc::Sender<Stop>,
@@ -51,12 +54,17 @@ fn stop_on_signals(
     let _inside = runtime.enter();
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     runtime.spawn(async move {
         let mut first = true;
         loop {
             let number = tokio::select! {
                 _ = interrupt.recv() => libc::SIGINT,
                 _ = terminate.recv() => libc::SIGTERM,
+                _ = hangup.recv() => {
+                    let _ = stop.send(Stop::Reload);
+                    continue;
+                }
             };
             if !first {
                 // SAFETY: _exit ends the process without running anything else.
@@ -178,7 +186,9 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
 
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
     let hooks = load_hooks(settings, Some(tracer.clone()), Some(log.clone()))?;
-    let (registry, gateway_hooks, config, _) = hooks.into_parts();
+    let (registry, gateway_hooks, config, mut report) = hooks.into_parts();
+    let mut libraries = super::reload::InProcessLibraries::default();
+    libraries.record(&report);
     let (mut limits, warnings) = GatewayLimits::from_config(&config);
     for warning in warnings {
         log.line(&format!("hermes: {warning}"));
@@ -249,19 +259,34 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         drop(stop_tx);
     }
 
-    let how = match stop_rx.recv() {
-        Ok(Stop::EndOfInput) | Err(_) => Shutdown::Drain,
-        Ok(Stop::Signal(signal)) => {
-            let name = if signal == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            };
+    let _pid_file = match super::reload::PidFile::write(settings) {
+        Ok(file) => Some(file),
+        Err(e) => {
             log.line(&format!(
-                "gateway: {name}: no new clients or messages; letting running turns finish for up to {} s (a second signal stops at once)",
-                limits.shutdown_grace.as_secs_f64()
+                "gateway: cannot write {}: {e}; `hermes gateway reload` will not find this gateway (SIGHUP still reloads)",
+                super::reload::pid_file(settings).display()
             ));
-            Shutdown::Graceful(limits.shutdown_grace)
+            None
+        }
+    };
+    let how = loop {
+        match stop_rx.recv() {
+            Ok(Stop::Reload) => {
+                super::reload::reload(&server, settings, &mut report, &mut libraries, &log);
+            }
+            Ok(Stop::EndOfInput) | Err(_) => break Shutdown::Drain,
+            Ok(Stop::Signal(signal)) => {
+                let name = if signal == libc::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                log.line(&format!(
+                    "gateway: {name}: no new clients or messages; letting running turns finish for up to {} s (a second signal stops at once)",
+                    limits.shutdown_grace.as_secs_f64()
+                ));
+                break Shutdown::Graceful(limits.shutdown_grace);
+            }
         }
     };
     let summary = server.shutdown(how, shutdown_deadline);

@@ -1,0 +1,248 @@
+//! Reloading a running gateway's hooks: SIGHUP, and `hermes gateway reload`, which finds
+//! the gateway through its pid file and sends it SIGHUP.
+//!
+//! A reload reads `config.yaml`, the shell hooks (consent is asked again, as at start),
+//! the gateway hook directories and the plugin list again, and swaps the new agent in.
+//! Messages handled from then on use it; turns already running finish with the hooks they
+//! started with. Isolated plugins get fresh workers on their library as it is now. An
+//! in-process plugin cannot be unloaded (abi_stable keeps a library loaded for the life of
+//! the process), so one whose library changed on disk gets a line saying that the gateway
+//! must be restarted for it.
+//!
+//! A reload is refused, and the hooks loaded before stay, when `config.yaml` does not
+//! parse, or when something that is loaded now would fail to load (a plugin or a gateway
+//! hook that broke): a typo in a file must not silently switch a guard off.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use hermes_host::gateway::GatewayLog;
+use hermes_host::hooks::HooksReport;
+use hermes_host::plugins::Isolation;
+
+use crate::app::agent::Agent;
+use crate::app::server::Server;
+use crate::cli::ExitStatus;
+use crate::cli::load::load_hooks;
+use crate::cli::settings::Settings;
+
+/// The pid file of the gateway serving a home.
+pub fn pid_file(settings: &Settings) -> PathBuf {
+    settings.home.root().join("gateway.pid")
+}
+
+/// Writes this process's pid to the home's pid file; removed when the value is dropped.
+pub struct PidFile(PathBuf);
+
+impl PidFile {
+    /// Records this process as the gateway of `settings`' home.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written.
+    pub fn write(settings: &Settings) -> std::io::Result<PidFile> {
+        let path = pid_file(settings);
+        std::fs::write(&path, format!("{}\n", std::process::id()))?;
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        // Only our own: a gateway started later in the same home wrote its pid over ours.
+        let ours = std::fs::read_to_string(&self.0)
+            .is_ok_and(|text| text.trim() == std::process::id().to_string());
+        if ours {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// `hermes gateway reload`: signals the gateway of this home to reload its hooks.
+pub fn signal_running(settings: &Settings) -> anyhow::Result<ExitStatus> {
+    let path = pid_file(settings);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no gateway is running for {} ({} does not exist); start one with `hermes gateway run`",
+            settings.home.root().display(),
+            path.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let pid: libc::pid_t = text.trim().parse().with_context(|| {
+        format!(
+            "{} does not hold a process id ({:?}); remove it and start the gateway again",
+            path.display(),
+            text.trim()
+        )
+    })?;
+    // A pid file outlives a gateway killed with SIGKILL, and the number may have been
+    // reused since: only signal a `hermes ... gateway run`.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let is_gateway = words
+        .windows(2)
+        .any(|w| w == [&b"gateway"[..], &b"run"[..]]);
+    if !is_gateway {
+        bail!(
+            "the gateway recorded in {} (pid {pid}) is not running any more; remove the file, or start the gateway again",
+            path.display()
+        );
+    }
+    // SAFETY: kill(2) with a signal number; the pid was checked above.
+    if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
+        let error = std::io::Error::last_os_error();
+        bail!("cannot signal the gateway (pid {pid}): {error}");
+    }
+    println!("Sent SIGHUP to the gateway (pid {pid}); its log says what was reloaded.");
+    Ok(ExitStatus::Success)
+}
+
+/// The libraries of in-process plugins, with their modification time and size at load.
+#[derive(Default)]
+pub struct InProcessLibraries(BTreeMap<String, (PathBuf, Option<(SystemTime, u64)>)>);
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+impl InProcessLibraries {
+    /// Records the in-process plugins `report` loaded (the first time each is seen: that
+    /// is the build the process runs).
+    pub fn record(&mut self, report: &HooksReport) {
+        for plugin in &report.plugins {
+            if plugin.error.is_some() || plugin.isolation != Isolation::InProcess {
+                continue;
+            }
+            if let Some(library) = &plugin.library {
+                self.0
+                    .entry(plugin.name.clone())
+                    .or_insert_with(|| (library.clone(), stamp(library)));
+            }
+        }
+    }
+
+    /// The plugins whose library changed on disk since it was loaded.
+    fn changed(&self) -> Vec<(&str, &Path)> {
+        self.0
+            .iter()
+            .filter(|(_, (path, loaded))| stamp(path) != *loaded)
+            .map(|(name, (path, _))| (name.as_str(), path.as_path()))
+            .collect()
+    }
+}
+
+/// Why a reload would lose something that is loaded now, if it would.
+fn regressions(before: &HooksReport, after: &HooksReport, config: &Path) -> Vec<String> {
+    let mut why: Vec<String> = after
+        .problems
+        .iter()
+        .filter(|p| p.file == config)
+        .map(ToString::to_string)
+        .collect();
+    for plugin in &after.plugins {
+        let was_loaded = before
+            .plugins
+            .iter()
+            .any(|p| p.name == plugin.name && p.error.is_none());
+        if let (true, Some(error)) = (was_loaded, &plugin.error) {
+            why.push(format!("plugin '{}' no longer loads: {error}", plugin.name));
+        }
+    }
+    for skipped in &after.gateway_skipped {
+        if before.gateway.iter().any(|h| h.path == skipped.path) {
+            why.push(format!(
+                "gateway hook {} no longer loads: {}",
+                skipped.path.display(),
+                skipped.reason
+            ));
+        }
+    }
+    why
+}
+
+/// Reloads the hooks of `server`'s agent. Logs what happened; on a refusal the old hooks
+/// stay and `report` is unchanged.
+pub fn reload(
+    server: &Server,
+    settings: &Settings,
+    report: &mut HooksReport,
+    libraries: &mut InProcessLibraries,
+    log: &Arc<dyn GatewayLog>,
+) {
+    let current = server.agent();
+    let hooks = match load_hooks(settings, Some(current.tracer.clone()), Some(log.clone())) {
+        Ok(hooks) => hooks,
+        Err(e) => {
+            log.line(&format!(
+                "gateway: reload failed, keeping the hooks loaded before: {e:#}"
+            ));
+            return;
+        }
+    };
+    let (registry, gateway, _config, new_report) = hooks.into_parts();
+    let why = regressions(report, &new_report, &settings.home.config_path());
+    if !why.is_empty() {
+        log.line(&format!(
+            "gateway: reload refused, keeping the hooks loaded before: {}",
+            why.join("; ")
+        ));
+        return;
+    }
+    let agent = Agent {
+        registry: Arc::new(registry),
+        gateway: gateway.map(Arc::new),
+        ..(*current).clone()
+    };
+    let (plugins, shell, gateway_hooks) = (
+        new_report
+            .plugins
+            .iter()
+            .filter(|p| p.error.is_none())
+            .count(),
+        new_report.shell.registered.len(),
+        new_report.gateway.len(),
+    );
+    drop(current);
+    let old = server.replace_agent(agent);
+    let retired = std::thread::Builder::new()
+        .name("gateway-retire".into())
+        .spawn(move || retire(old));
+    if let Err(e) = retired {
+        log.line(&format!(
+            "gateway: the hooks replaced by the reload stop now, without delivering what was queued for them: cannot start a thread ({e})"
+        ));
+    }
+    log.line(&format!(
+        "gateway: reloaded: {plugins} plugin(s), {shell} shell hook(s), {gateway_hooks} gateway hook(s)"
+    ));
+    for (name, path) in libraries.changed() {
+        log.line(&format!(
+            "gateway: plugin '{name}' changed on disk ({}), but an in-process plugin cannot be unloaded: restart the gateway to run the new build, or set `isolation: process` so that a reload restarts it",
+            path.display()
+        ));
+    }
+    libraries.record(&new_report);
+    *report = new_report;
+}
+
+/// How long the hooks a reload replaced get, once no turn uses them, to deliver what is
+/// queued for them.
+const RETIRE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Stops the hooks a reload replaced, once the last turn that started with them is done
+/// (their gateway hooks first deliver what is queued). Looks every 100 ms, on a thread of
+/// its own that lives only until then.
+fn retire(old: Arc<Agent>) {
+    while Arc::strong_count(&old) > 1 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Some(gateway) = &old.gateway {
+        gateway.shutdown(RETIRE_DEADLINE);
+    }
+}
