@@ -1129,7 +1129,7 @@ fn test_reports_unknown_events_and_payload_file_problems() {
 
     std::fs::write(
         home.path().join("ctx.json"),
-        r#"{"context_note": "x", "session_id": "custom"}"#,
+        r#"{"user_message": "x", "session_id": "custom"}"#,
     )
     .unwrap();
     let out = home.hermes(&[
@@ -1402,5 +1402,324 @@ fn the_prompt_is_asked_in_process_through_an_injected_terminal() {
     assert_eq!(
         registry.pre_llm_call(&Default::default()),
         Some("approved".into())
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// Claude-Code-format hooks (`format: claude`): a corpus of scripts in the style of
+// published ones, run unchanged.
+
+/// One `format: claude` hook on `event` running `python3 <script>`; `matcher` optional.
+fn claude_hook(home: &TestHome, event: &str, matcher: Option<&str>, name: &str, body: &str) {
+    let script = home.script(name, &format!("#!/usr/bin/env python3\n{body}"));
+    let matcher = matcher.map_or(String::new(), |m| format!("      matcher: '{m}'\n"));
+    home.config(&format!(
+        "hooks:\n  {event}:\n    - command: {script}\n      format: claude\n{matcher}"
+    ));
+}
+
+const WRITE_ENV: &str = r#"{"tool_name": "write_file", "args": {"path": ".env", "content": "KEY=1"}, "session_id": "s1", "tool_call_id": "c1"}"#;
+const LS: &str = r#"{"tool_name": "terminal", "args": {"command": "ls", "timeout": 30}, "session_id": "s1", "tool_call_id": "c2"}"#;
+
+#[test]
+fn claude_corpus_bash_validator_blocks_with_exit_2_and_stderr() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Bash"),
+        "validate_bash.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+if data.get("tool_name") != "Bash":
+    sys.exit(0)
+command = data.get("tool_input", {}).get("command", "")
+if "rm -rf" in command:
+    print("Dangerous command blocked: rm -rf", file=sys.stderr)
+    sys.exit(2)
+"#,
+    );
+    let out = fire(&home, "pre_tool_call", RM);
+    assert!(
+        outcome(&out).ends_with(": Dangerous command blocked: rm -rf"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(outcome(&fire(&home, "pre_tool_call", LS)), "allowed");
+}
+
+#[test]
+fn claude_corpus_secret_file_guard_denies_writes_to_dotenv_only() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Write|Edit"),
+        "protect_secrets.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+path = data["tool_input"].get("file_path", "")
+if path.endswith(".env"):
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": f"{path} holds secrets"}}))
+"#,
+    );
+    assert!(outcome(&fire(&home, "pre_tool_call", WRITE_ENV)).ends_with(": .env holds secrets"));
+    // `terminal` is `Bash`, which the matcher does not name: the hook does not run.
+    assert_eq!(outcome(&fire(&home, "pre_tool_call", RM)), "allowed");
+}
+
+#[test]
+fn claude_corpus_post_tool_formatter_sees_the_written_file() {
+    let home = TestHome::new();
+    let marker = home.path().join("formatted.txt");
+    claude_hook(
+        &home,
+        "post_tool_call",
+        Some("Write|Edit"),
+        "format_after_write.py",
+        &format!(
+            r#"import json, sys
+data = json.load(sys.stdin)
+open({marker:?}, "w").write(data["hook_event_name"] + " " + data["tool_input"]["file_path"] + " " + json.dumps(data["tool_response"]))
+"#,
+            marker = marker.display().to_string()
+        ),
+    );
+    let post = r#"{"tool_name": "write_file", "args": {"path": "src/main.rs", "content": "fn main() {}"}, "result": "{\"written\": \"src/main.rs\"}", "status": "ok", "session_id": "s1", "tool_call_id": "c1"}"#;
+    fire(&home, "post_tool_call", post);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        r#"PostToolUse src/main.rs {"written": "src/main.rs"}"#
+    );
+}
+
+#[test]
+fn claude_corpus_prompt_context_injector_prints_plain_text() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_llm_call",
+        None,
+        "inject_context.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+assert data["hook_event_name"] == "UserPromptSubmit"
+print(f"The user asked: {data['prompt']}. Current branch: main")
+"#,
+    );
+    let out = fire(
+        &home,
+        "pre_llm_call",
+        r#"{"user_message": "fix the bug", "session_id": "s1"}"#,
+    );
+    assert_eq!(
+        outcome(&out),
+        "context: The user asked: fix the bug. Current branch: main"
+    );
+}
+
+#[test]
+fn claude_corpus_session_start_loader_gets_the_startup_payload() {
+    let home = TestHome::new();
+    let seen = home.path().join("session.json");
+    claude_hook(
+        &home,
+        "on_session_start",
+        None,
+        "load_context.py",
+        &format!(
+            r#"import json, os, sys
+data = json.load(sys.stdin)
+data["project_dir"] = os.environ.get("CLAUDE_PROJECT_DIR")
+open({seen:?}, "w").write(json.dumps(data))
+print(json.dumps({{"hookSpecificOutput": {{"hookEventName": "SessionStart", "additionalContext": "recent commits: none"}}}}))
+"#,
+            seen = seen.display().to_string()
+        ),
+    );
+    fire(
+        &home,
+        "on_session_start",
+        r#"{"session_id": "s9", "model": "m", "platform": "cli"}"#,
+    );
+    let data: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(data["hook_event_name"], "SessionStart");
+    assert_eq!(data["source"], "startup");
+    assert_eq!(data["session_id"], "s9");
+    assert_eq!(data["project_dir"], home.path().display().to_string());
+}
+
+#[test]
+fn claude_corpus_auto_approver_allows_and_the_tool_runs() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Read|Bash"),
+        "auto_approve.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+if data["tool_input"].get("command", "").startswith("ls"):
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "permissionDecisionReason": "read-only"}}))
+"#,
+    );
+    assert_eq!(outcome(&fire(&home, "pre_tool_call", LS)), "allowed");
+}
+
+#[test]
+fn claude_corpus_updated_input_is_mapped_back_to_hermes_arguments() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Bash"),
+        "add_flags.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+inp = data["tool_input"]
+inp["command"] = inp["command"] + " -la"
+inp["timeout"] = 120000
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": inp}}))
+"#,
+    );
+    assert_eq!(
+        outcome(&fire(&home, "pre_tool_call", LS)),
+        r#"allowed, arguments modified: {"command":"ls -la","timeout":120}"#
+    );
+}
+
+#[test]
+fn claude_corpus_continue_false_stops_the_call_with_its_reason() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        None,
+        "budget_stop.py",
+        r#"import json, sys
+json.load(sys.stdin)
+print(json.dumps({"continue": False, "stopReason": "token budget exhausted", "systemMessage": "stopping: budget"}))
+"#,
+    );
+    let out = fire(&home, "pre_tool_call", LS);
+    assert!(
+        outcome(&out).ends_with(": token budget exhausted"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn claude_corpus_jsonl_logger_reads_transcript_path_and_tool_use_id() {
+    let home = TestHome::new();
+    let log = home.path().join("tools.jsonl");
+    claude_hook(
+        &home,
+        "post_tool_call",
+        None,
+        "log_tools.py",
+        &format!(
+            r#"import json, sys
+data = json.load(sys.stdin)
+with open({log:?}, "a") as f:
+    f.write(json.dumps({{"tool": data["tool_name"], "id": data["tool_use_id"], "transcript": data["transcript_path"], "keys": sorted(data)}}) + "\n")
+"#,
+            log = log.display().to_string()
+        ),
+    );
+    let post = r#"{"tool_name": "terminal", "args": {"command": "ls"}, "result": "a b", "status": "ok", "session_id": "s1", "tool_call_id": "call-7"}"#;
+    fire(&home, "post_tool_call", post);
+    let line: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&log).unwrap().trim()).unwrap();
+    assert_eq!(
+        (line["tool"].as_str(), line["id"].as_str()),
+        (Some("Bash"), Some("call-7"))
+    );
+    assert!(
+        line["transcript"].is_null(),
+        "no transcript for this session: {line}"
+    );
+    let keys: Vec<&str> = line["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k.as_str())
+        .collect();
+    for key in [
+        "cwd",
+        "hook_event_name",
+        "permission_mode",
+        "session_id",
+        "tool_input",
+        "tool_response",
+        "transcript_path",
+    ] {
+        assert!(keys.contains(&key), "{key} missing from {keys:?}");
+    }
+}
+
+#[test]
+fn claude_corpus_ask_on_a_risky_command_is_denied_headless_with_the_reason() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Bash"),
+        "ask_risky.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+if "git push --force" in data["tool_input"]["command"]:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "force-push needs a human"}}))
+"#,
+    );
+    let push = r#"{"tool_name": "terminal", "args": {"command": "git push --force"}}"#;
+    let got = outcome(&fire(&home, "pre_tool_call", push));
+    assert!(
+        got.ends_with(": force-push needs a human (a hook asked for approval of this call, and nobody can approve it from here)"),
+        "{got}"
+    );
+    assert_eq!(outcome(&fire(&home, "pre_tool_call", LS)), "allowed");
+}
+
+#[test]
+fn hooks_test_takes_a_claude_shaped_payload_file_and_rejects_unknown_keys() {
+    let home = TestHome::new();
+    claude_hook(
+        &home,
+        "pre_tool_call",
+        Some("Bash"),
+        "validate_bash.py",
+        r#"import json, sys
+data = json.load(sys.stdin)
+if "rm -rf" in data["tool_input"]["command"]:
+    print("no rm -rf", file=sys.stderr)
+    sys.exit(2)
+"#,
+    );
+    let claude = home.path().join("claude.json");
+    std::fs::write(&claude, r#"{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "rm -rf /tmp/x"}}"#).unwrap();
+    let out = home.hermes(&[
+        "hooks",
+        "test",
+        "pre_tool_call",
+        "--payload-file",
+        claude.to_str().unwrap(),
+    ]);
+    assert!(stdout(&out).contains("no rm -rf"), "{}", stdout(&out));
+    let typo = home.path().join("typo.json");
+    std::fs::write(&typo, r#"{"tool_nmae": "terminal"}"#).unwrap();
+    let out = home.hermes(&[
+        "hooks",
+        "test",
+        "pre_tool_call",
+        "--payload-file",
+        typo.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("unknown top-level key(s) tool_nmae") && text.contains("tool_input"),
+        "{text}"
     );
 }

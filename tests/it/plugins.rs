@@ -692,8 +692,17 @@ fn every_gateway_dispatch_callback_runs_and_the_first_decision_wins() {
 fn the_test_host_fires_gateway_callbacks_and_captures_what_a_plugin_prints() {
     use hermes_host::testing::TestHost;
     let host = TestHost::load(hermes_tests::support::built().lib("noisy"), "noisy").unwrap();
+    // The capture holds whatever reached fd 1 meanwhile, which includes the test harness's
+    // own `test ... ok` lines from other threads: only the plugin's lines are compared.
+    let plugin_lines = |host: &TestHost| -> String {
+        host.stdout()
+            .lines()
+            .filter(|l| l.starts_with("noisy: "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     // What register printed, then what each firing printed, in order.
-    assert_eq!(host.stdout(), "noisy: register\n");
+    assert_eq!(plugin_lines(&host), "noisy: register\n");
     host.fire(
         "pre_tool_call",
         &serde_json::json!({"tool_name": "terminal"}),
@@ -704,7 +713,7 @@ fn the_test_host_fires_gateway_callbacks_and_captures_what_a_plugin_prints() {
     host.gateway_event("session:start", &serde_json::json!({}))
         .unwrap();
     assert_eq!(
-        host.stdout(),
+        plugin_lines(&host),
         "noisy: register\nnoisy: pre_tool_call\nnoisy: gateway agent:start\n"
     );
     // A plugin without gateway callbacks: an event reaches nothing, and that is no error.

@@ -76,6 +76,18 @@ pub struct ShellHookSpec {
     pub instances: usize,
     /// `url:` instead of `command:`: an HTTP hook (see [`crate::shell::http`]).
     pub http: Option<HttpSpec>,
+    /// The protocol the hook speaks (`format:`): Hermes's, or Claude Code's.
+    pub format: Format,
+}
+
+/// The protocol a shell hook speaks, both ways.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Hermes's payload and answers (the reference's).
+    #[default]
+    Hermes,
+    /// Claude Code's payload, tool names and answers (see [`crate::shell::claude`]).
+    Claude,
 }
 
 impl ShellHookSpec {
@@ -96,6 +108,7 @@ impl ShellHookSpec {
             persistent: false,
             instances: 1,
             http: None,
+            format: Format::Hermes,
         }
     }
 
@@ -130,6 +143,10 @@ impl ShellHookSpec {
         match (&self.matcher, tool_name) {
             (None, _) => true,
             (Some(_), None) => false,
+            // A Claude-format matcher names Claude's tools (`Bash`, `Write|Edit`).
+            (Some(m), Some(tool)) if self.format == Format::Claude => {
+                m.matches(crate::shell::claude::tool_name(tool))
+            }
             (Some(m), Some(tool)) => m.matches(tool),
         }
     }
@@ -320,6 +337,32 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         (persistent, instances)
     };
 
+    let format = match entry.get("format") {
+        None | Some(Value::Null) => Format::Hermes,
+        Some(Value::String(f)) if f == "hermes" => Format::Hermes,
+        Some(Value::String(f)) if f == "claude" => {
+            if crate::shell::claude::event_name(event).is_none() {
+                out.warn(format!(
+                    "hooks.{event}[{i}]: format: claude has no Claude Code event for {event} (it has: {}) — skipped",
+                    crate::shell::claude::EVENTS
+                        .iter()
+                        .map(|(h, c)| format!("{h} as {c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                return None;
+            }
+            Format::Claude
+        }
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].format must be 'hermes' or 'claude' (got {}) — skipped",
+                repr_yaml(other)
+            ));
+            return None;
+        }
+    };
+
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
@@ -341,6 +384,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         persistent,
         instances,
         http,
+        format,
     })
 }
 

@@ -35,6 +35,7 @@
 //! println!("blocked: {:?}", verdict.blocked);
 //! ```
 
+pub mod claude;
 pub mod config;
 pub mod consent;
 pub mod http;
@@ -344,7 +345,15 @@ impl ExternalHook for ShellHook {
                 vec![changed_warning(spec)],
             );
         }
-        let stdin = wire::serialize_payload(&spec.event, &wire::kwargs_from_view(event, true));
+        let kwargs = wire::kwargs_from_view(event, true);
+        if spec.format == config::Format::Claude {
+            let (_run, evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
+            return (
+                Ok(evaluation.decision.and_then(|d| reply_for(&spec.event, d))),
+                evaluation.warnings,
+            );
+        }
+        let stdin = wire::serialize_payload(&spec.event, &kwargs);
         let timeout = Duration::from_secs(spec.timeout);
         let run = match (&self.persistent, &self.client, &spec.http) {
             (_, Some(client), Some(http)) => client.post(http, stdin.as_bytes(), timeout),
@@ -518,6 +527,9 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
 /// println!("exit={:?} decision={:?}", run.returncode, evaluation.decision);
 /// ```
 pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult, Evaluation) {
+    if spec.format == config::Format::Claude {
+        return run_claude(spec, kwargs, None);
+    }
     let stdin = wire::serialize_payload(&spec.event, kwargs);
     let timeout = Duration::from_secs(spec.timeout);
     let run = match &spec.http {
@@ -526,6 +538,87 @@ pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult
     };
     let evaluation = evaluate(spec, &run);
     (run, evaluation)
+}
+
+/// Runs a `format: claude` hook once: Claude's payload on stdin (or as the POST body),
+/// `CLAUDE_PROJECT_DIR` set to the working directory, and the answer read with Claude's
+/// rules ([`claude::decide`]). Failures to run are treated as for any hook.
+fn run_claude(
+    spec: &ShellHookSpec,
+    kwargs: &Map<String, Value>,
+    client: Option<&http::Client>,
+) -> (RunResult, Evaluation) {
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let transcript_path = kwargs
+        .get("session_id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .and_then(|id| {
+            let home = std::env::var_os("HERMES_HOME")?;
+            let path = PathBuf::from(home)
+                .join("sessions")
+                .join(format!("{id}.jsonl"));
+            path.is_file().then(|| path.display().to_string())
+        });
+    let context = claude::Context {
+        cwd: cwd.clone(),
+        transcript_path,
+        permission_mode: "default".into(),
+    };
+    let stdin = claude::payload(&spec.event, kwargs, &context).to_string();
+    let timeout = Duration::from_secs(spec.timeout);
+    let run = match (&spec.http, client) {
+        (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
+        (Some(http), None) => http::Client::new().post(http, stdin.as_bytes(), timeout),
+        (None, _) => spawn::run_with_env(
+            &spec.command,
+            stdin.as_bytes(),
+            timeout,
+            &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+        ),
+    };
+    let mut evaluation = evaluate(spec, &run);
+    if run.error.is_some() || run.timed_out {
+        return (run, evaluation);
+    }
+    let tool = kwargs
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let answer = claude::decide(&spec.event, tool, &run);
+    // The generic reading's warnings about a non-zero exit stay; its decision does not.
+    evaluation
+        .warnings
+        .retain(|w| w.starts_with("shell hook exited"));
+    if run.returncode == Some(2) {
+        evaluation.warnings.clear();
+    }
+    evaluation.warnings.extend(answer.warnings);
+    if let Some(message) = answer.system_message {
+        evaluation
+            .warnings
+            .push(format!("{} {} says: {message}", spec.noun(), spec.command));
+    }
+    if let (Some(reason), false) = (&answer.stop, spec.event == "pre_tool_call") {
+        evaluation.warnings.push(format!(
+            "{} {} asked to stop the run ({reason}); on {} this host cannot end a run, so it goes on",
+            spec.noun(),
+            spec.command,
+            spec.event
+        ));
+    }
+    evaluation.decision = answer.decision.or_else(|| fail_closed_claude(spec, &run));
+    (run, evaluation)
+}
+
+/// A `fail_closed` Claude-format hook that failed without deciding blocks, as any hook.
+fn fail_closed_claude(spec: &ShellHookSpec, run: &RunResult) -> Option<Decision> {
+    match run.returncode {
+        Some(rc) if rc != 0 && rc != 2 => fail_closed(spec, &format!("exited {rc}")),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -236,6 +236,16 @@ fn escape_hashes(command: &str) -> Result<String, &'static str> {
 /// assert_eq!((r.returncode, r.stdout.as_str()), (Some(0), "hello"));
 /// ```
 pub fn run(command: &str, stdin: &[u8], timeout: Duration) -> RunResult {
+    run_with_env(command, stdin, timeout, &[])
+}
+
+/// [`run`] with `env` added to the child's environment.
+pub fn run_with_env(
+    command: &str,
+    stdin: &[u8],
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> RunResult {
     let started = Instant::now();
     let argv = match argv(command) {
         Ok(argv) => argv,
@@ -243,6 +253,7 @@ pub fn run(command: &str, stdin: &[u8], timeout: Duration) -> RunResult {
     };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
+    cmd.envs(env.iter().copied());
     let how = Run::new()
         .input(stdin)
         .capture(OUTPUT_CAP)

@@ -152,6 +152,7 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                     "event": spec.event,
                     "command": spec.command,
                     "type": if spec.http.is_some() { "http" } else { "command" },
+                    "format": if spec.format == shell::config::Format::Claude { "claude" } else { "hermes" },
                     "url": spec.http.as_ref().map(|h| h.url.as_str()),
                     "headers": spec.http.as_ref().map(|h| h.headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()),
                     "matcher": spec.matcher.as_ref().map(|m| m.as_str()),
@@ -198,8 +199,13 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                 .map(|m| format!(" matcher={}", repr_str(m.as_str())))
                 .unwrap_or_default();
             let kind = if spec.http.is_some() { "POST " } else { "" };
+            let format = if spec.format == shell::config::Format::Claude {
+                ", format=claude"
+            } else {
+                ""
+            };
             println!(
-                "    - {kind}{}{matcher} (timeout={}s, {status})",
+                "    - {kind}{}{matcher} (timeout={}s{format}, {status})",
                 spec.command, spec.timeout
             );
             let Some(entry) = entry else { continue };
@@ -266,6 +272,42 @@ fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
     })
 }
 
+/// A `--payload-file` object as this event's keyword arguments. Either shape is accepted:
+/// Hermes keys (the event's fields, and `extra`), or Claude Code's (`tool_input`,
+/// `hook_event_name`, ...), which are mapped to Hermes names. A key of neither shape is an
+/// error listing the known ones, so a typo is not silently ignored.
+fn payload_keys(event: &str, custom: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let fields: Vec<&str> = hermes_hooks_abi::hooks::spec(event)
+        .map(|s| s.fields.iter().map(|f| f.name).collect())
+        .unwrap_or_default();
+    let hermes_key = |k: &str| fields.contains(&k) || k == "extra";
+    let claude_key = |k: &str| shell::claude::PAYLOAD_KEYS.contains(&k);
+    let unknown: Vec<&str> = custom
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !hermes_key(k) && !claude_key(k))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown top-level key(s) {}; {event} takes {} (Hermes) or {} (Claude Code)",
+            unknown.join(", "),
+            fields
+                .iter()
+                .chain(["extra"].iter())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+            shell::claude::PAYLOAD_KEYS.join(", ")
+        ));
+    }
+    let claude_shaped = custom.keys().any(|k| claude_key(k) && !hermes_key(k));
+    Ok(if claude_shaped {
+        shell::claude::hermes_kwargs(custom)
+    } else {
+        custom.clone()
+    })
+}
+
 fn test(
     settings: &Settings,
     event: &str,
@@ -312,7 +354,12 @@ fn test(
             }
         };
         match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(custom)) => payload.extend(custom),
+            Ok(Value::Object(custom)) => match payload_keys(event, &custom) {
+                Ok(custom) => payload.extend(custom),
+                Err(error) => {
+                    return fail(format!("Error in payload file {}: {error}", file.display()));
+                }
+            },
             Ok(_) => {
                 let note = format!("Warning: {} is not a JSON object; ignoring", file.display());
                 if !as_json {

@@ -1,0 +1,660 @@
+//! Claude Code's hook protocol, spoken by shell hooks with `format: claude`.
+//!
+//! Most published hook scripts are written for Claude Code: they read `tool_name: "Bash"`
+//! and `tool_input.command`, and answer with an exit code 2 or a JSON object holding
+//! `decision`, `hookSpecificOutput.permissionDecision`, `updatedInput` or
+//! `additionalContext`. A hook with `format: claude` gets that payload and is read with
+//! those rules, so such a script runs unchanged.
+//!
+//! [`TOOLS`] is the one table between Hermes tools and Claude tools, used both ways: to
+//! build `tool_name` and `tool_input`, to match a hook's `matcher`, and to map an
+//! `updatedInput` back to Hermes argument names. [`EVENTS`] maps the events.
+//!
+//! Hermes events with no Claude equivalent (`on_session_finalize`, `on_session_reset`,
+//! `pre_gateway_dispatch`, the approval, API-request and transform hooks) cannot take a
+//! `format: claude` hook; config loading says so. Claude's `PreCompact` and
+//! `Notification` have no Hermes event, so hooks for them cannot be imported.
+
+use serde_json::{Map, Value, json};
+
+use super::spawn::RunResult;
+use super::wire::{self, Decision, Stdout};
+
+/// How a Hermes argument's value becomes the Claude one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// The same value.
+    Same,
+    /// Seconds in Hermes, milliseconds in Claude (`terminal`'s `timeout`).
+    SecondsToMs,
+}
+
+/// One Hermes tool and its Claude name and argument names.
+#[derive(Debug)]
+pub struct ToolMap {
+    /// The Hermes tool.
+    pub hermes: &'static str,
+    /// Claude Code's name for it.
+    pub claude: &'static str,
+    /// `(hermes argument, claude argument, scale)`; arguments not listed keep their name.
+    pub args: &'static [(&'static str, &'static str, Scale)],
+}
+
+/// The tools both agents have.
+pub const TOOLS: &[ToolMap] = &[
+    ToolMap {
+        hermes: "terminal",
+        claude: "Bash",
+        args: &[
+            ("command", "command", Scale::Same),
+            ("timeout", "timeout", Scale::SecondsToMs),
+            ("description", "description", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "read_file",
+        claude: "Read",
+        args: &[
+            ("path", "file_path", Scale::Same),
+            ("offset", "offset", Scale::Same),
+            ("limit", "limit", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "write_file",
+        claude: "Write",
+        args: &[
+            ("path", "file_path", Scale::Same),
+            ("content", "content", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "patch",
+        claude: "Edit",
+        args: &[
+            ("path", "file_path", Scale::Same),
+            ("old_string", "old_string", Scale::Same),
+            ("new_string", "new_string", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "search_files",
+        claude: "Grep",
+        args: &[
+            ("pattern", "pattern", Scale::Same),
+            ("path", "path", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "glob_files",
+        claude: "Glob",
+        args: &[
+            ("pattern", "pattern", Scale::Same),
+            ("path", "path", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "web_search",
+        claude: "WebSearch",
+        args: &[("query", "query", Scale::Same)],
+    },
+    ToolMap {
+        hermes: "web_extract",
+        claude: "WebFetch",
+        args: &[
+            ("url", "url", Scale::Same),
+            ("prompt", "prompt", Scale::Same),
+        ],
+    },
+    ToolMap {
+        hermes: "delegate_task",
+        claude: "Task",
+        args: &[
+            ("goal", "prompt", Scale::Same),
+            ("context", "description", Scale::Same),
+        ],
+    },
+];
+
+/// `(hermes event, claude event)`. `post_tool_call` is `PostToolUseFailure` when the tool
+/// failed.
+pub const EVENTS: &[(&str, &str)] = &[
+    ("pre_tool_call", "PreToolUse"),
+    ("post_tool_call", "PostToolUse"),
+    ("pre_llm_call", "UserPromptSubmit"),
+    ("on_session_start", "SessionStart"),
+    ("on_session_end", "SessionEnd"),
+    ("post_llm_call", "Stop"),
+    ("subagent_stop", "SubagentStop"),
+];
+
+/// Claude's name for a Hermes event, if it has one.
+///
+/// ```
+/// use hermes_host::shell::claude::event_name;
+/// assert_eq!(event_name("pre_tool_call"), Some("PreToolUse"));
+/// assert_eq!(event_name("pre_gateway_dispatch"), None);
+/// ```
+pub fn event_name(hermes: &str) -> Option<&'static str> {
+    EVENTS.iter().find(|(h, _)| *h == hermes).map(|(_, c)| *c)
+}
+
+/// The Hermes event of a Claude event name (`PostToolUseFailure` is `post_tool_call`).
+///
+/// ```
+/// assert_eq!(hermes_host::shell::claude::hermes_event("UserPromptSubmit"), Some("pre_llm_call"));
+/// ```
+pub fn hermes_event(claude: &str) -> Option<&'static str> {
+    if claude == "PostToolUseFailure" {
+        return Some("post_tool_call");
+    }
+    EVENTS.iter().find(|(_, c)| *c == claude).map(|(h, _)| *h)
+}
+
+fn tool(hermes: &str) -> Option<&'static ToolMap> {
+    TOOLS.iter().find(|t| t.hermes == hermes)
+}
+
+/// Claude's name for a Hermes tool; an unmapped tool keeps its name.
+///
+/// ```
+/// use hermes_host::shell::claude::tool_name;
+/// assert_eq!(tool_name("write_file"), "Write");
+/// assert_eq!(tool_name("mcp__github__create_issue"), "mcp__github__create_issue");
+/// ```
+pub fn tool_name(hermes: &str) -> &str {
+    tool(hermes).map_or(hermes, |t| t.claude)
+}
+
+fn scale(value: &Value, scale: Scale, to_claude: bool) -> Value {
+    match (scale, value.as_f64()) {
+        (Scale::SecondsToMs, Some(n)) if to_claude => json!((n * 1000.0).round() as i64),
+        (Scale::SecondsToMs, Some(n)) => {
+            let seconds = n / 1000.0;
+            if seconds.fract() == 0.0 {
+                json!(seconds as i64)
+            } else {
+                json!(seconds)
+            }
+        }
+        _ => value.clone(),
+    }
+}
+
+/// A Hermes tool's arguments as Claude's `tool_input`.
+///
+/// ```
+/// use hermes_host::shell::claude::tool_input;
+/// let args = serde_json::json!({"command": "ls", "timeout": 60});
+/// let input = tool_input("terminal", args.as_object().unwrap());
+/// assert_eq!(serde_json::Value::Object(input), serde_json::json!({"command": "ls", "timeout": 60000}));
+/// ```
+pub fn tool_input(hermes_tool: &str, args: &Map<String, Value>) -> Map<String, Value> {
+    let Some(map) = tool(hermes_tool) else {
+        return args.clone();
+    };
+    args.iter()
+        .map(|(k, v)| match map.args.iter().find(|(h, _, _)| h == k) {
+            Some((_, c, s)) => ((*c).to_string(), scale(v, *s, true)),
+            None => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// Claude's `tool_input` (an `updatedInput`) as the Hermes tool's arguments.
+///
+/// ```
+/// use hermes_host::shell::claude::hermes_args;
+/// let input = serde_json::json!({"file_path": "/tmp/x", "content": "hi"});
+/// let args = hermes_args("write_file", input.as_object().unwrap());
+/// assert_eq!(serde_json::Value::Object(args), serde_json::json!({"path": "/tmp/x", "content": "hi"}));
+/// ```
+pub fn hermes_args(hermes_tool: &str, input: &Map<String, Value>) -> Map<String, Value> {
+    let Some(map) = tool(hermes_tool) else {
+        return input.clone();
+    };
+    input
+        .iter()
+        .map(|(k, v)| match map.args.iter().find(|(_, c, _)| c == k) {
+            Some((h, _, s)) => ((*h).to_string(), scale(v, *s, false)),
+            None => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// The Hermes name of a Claude tool; an unknown name is kept.
+///
+/// ```
+/// assert_eq!(hermes_host::shell::claude::hermes_tool("Bash"), "terminal");
+/// ```
+pub fn hermes_tool(claude: &str) -> &str {
+    TOOLS
+        .iter()
+        .find(|t| t.claude == claude)
+        .map_or(claude, |t| t.hermes)
+}
+
+/// The top-level keys of a Claude payload.
+pub const PAYLOAD_KEYS: &[&str] = &[
+    "session_id",
+    "transcript_path",
+    "cwd",
+    "hook_event_name",
+    "permission_mode",
+    "tool_name",
+    "tool_input",
+    "tool_use_id",
+    "tool_response",
+    "error",
+    "prompt",
+    "source",
+    "reason",
+    "stop_hook_active",
+];
+
+/// A Claude-shaped payload's keys as Hermes keyword arguments: `tool_name` and
+/// `tool_input` mapped through [`TOOLS`], `tool_use_id` as `tool_call_id`,
+/// `tool_response` as `result`, `prompt` as `user_message`. Keys the host fills itself
+/// (`cwd`, `transcript_path`, `hook_event_name`, ...) are dropped; others are kept.
+///
+/// ```
+/// let claude = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "ls", "timeout": 5000}});
+/// let kwargs = hermes_host::shell::claude::hermes_kwargs(claude.as_object().unwrap());
+/// assert_eq!(serde_json::Value::Object(kwargs), serde_json::json!({"tool_name": "terminal", "args": {"command": "ls", "timeout": 5}}));
+/// ```
+pub fn hermes_kwargs(payload: &Map<String, Value>) -> Map<String, Value> {
+    let tool = payload
+        .get("tool_name")
+        .and_then(Value::as_str)
+        .map(hermes_tool)
+        .unwrap_or_default()
+        .to_string();
+    let mut out = Map::new();
+    for (key, value) in payload {
+        match key.as_str() {
+            "tool_name" => {
+                out.insert("tool_name".into(), json!(tool));
+            }
+            "tool_input" => {
+                let args = value
+                    .as_object()
+                    .map(|i| hermes_args(&tool, i))
+                    .unwrap_or_default();
+                out.insert("args".into(), Value::Object(args));
+            }
+            "tool_use_id" => {
+                out.insert("tool_call_id".into(), value.clone());
+            }
+            "tool_response" => {
+                let text = value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_string);
+                out.insert("result".into(), json!(text));
+            }
+            "prompt" => {
+                out.insert("user_message".into(), value.clone());
+            }
+            "error" => {
+                out.insert("error_message".into(), value.clone());
+                out.insert("status".into(), json!("error"));
+            }
+            "cwd" | "transcript_path" | "hook_event_name" | "permission_mode" | "source"
+            | "reason" | "stop_hook_active" => {}
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    out
+}
+
+/// What the payload needs besides the event's keyword arguments.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// The directory the agent works in.
+    pub cwd: String,
+    /// The session's transcript file, when it has one.
+    pub transcript_path: Option<String>,
+    /// Claude's `permission_mode` for how this run approves tools (`default`,
+    /// `bypassPermissions`, ...).
+    pub permission_mode: String,
+}
+
+/// The Claude payload of Hermes `event` with keyword arguments `kwargs`.
+///
+/// ```
+/// use hermes_host::shell::claude::{payload, Context};
+/// let kwargs = serde_json::json!({"tool_name": "terminal", "args": {"command": "rm -rf /"}, "session_id": "s1", "tool_call_id": "c1"});
+/// let p = payload("pre_tool_call", kwargs.as_object().unwrap(), &Context::default());
+/// assert_eq!(p["hook_event_name"], "PreToolUse");
+/// assert_eq!(p["tool_name"], "Bash");
+/// assert_eq!(p["tool_input"]["command"], "rm -rf /");
+/// assert_eq!(p["tool_use_id"], "c1");
+/// ```
+pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> Value {
+    let text = |key: &str| kwargs.get(key).and_then(Value::as_str).unwrap_or_default();
+    let failed = event == "post_tool_call" && text("status") == "error";
+    let name = match (event_name(event), failed) {
+        (_, true) => "PostToolUseFailure",
+        (Some(name), false) => name,
+        (None, false) => event,
+    };
+    let mut out = Map::new();
+    out.insert("session_id".into(), json!(text("session_id")));
+    out.insert(
+        "transcript_path".into(),
+        context
+            .transcript_path
+            .as_deref()
+            .map_or(Value::Null, |p| json!(p)),
+    );
+    out.insert("cwd".into(), json!(context.cwd));
+    out.insert("permission_mode".into(), json!(context.permission_mode));
+    out.insert("hook_event_name".into(), json!(name));
+    if event == "pre_tool_call" || event == "post_tool_call" {
+        let hermes_tool = text("tool_name");
+        let args = match kwargs.get("args") {
+            Some(Value::Object(args)) => args.clone(),
+            Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_default(),
+            _ => Map::new(),
+        };
+        out.insert("tool_name".into(), json!(tool_name(hermes_tool)));
+        out.insert(
+            "tool_input".into(),
+            Value::Object(tool_input(hermes_tool, &args)),
+        );
+        out.insert("tool_use_id".into(), json!(text("tool_call_id")));
+        if event == "post_tool_call" {
+            let result = text("result");
+            let response = serde_json::from_str::<Value>(result)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!(result));
+            out.insert("tool_response".into(), response);
+            if failed {
+                out.insert("error".into(), json!(text("error_message")));
+            }
+        }
+    }
+    match event {
+        "pre_llm_call" => {
+            out.insert("prompt".into(), json!(text("user_message")));
+        }
+        "on_session_start" => {
+            out.insert("source".into(), json!("startup"));
+        }
+        "on_session_end" => {
+            out.insert("reason".into(), json!("other"));
+        }
+        "post_llm_call" | "subagent_stop" => {
+            out.insert("stop_hook_active".into(), json!(false));
+        }
+        _ => {}
+    }
+    Value::Object(out)
+}
+
+/// What a Claude-format hook's run means.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Answer {
+    /// The decision in Hermes terms, if any.
+    pub decision: Option<Decision>,
+    /// `systemMessage`: a line for the user.
+    pub system_message: Option<String>,
+    /// `continue: false`: the agent run should stop, with this reason.
+    pub stop: Option<String>,
+    /// `permissionDecision: allow`: this call needs no approval prompt from the host.
+    pub allow: bool,
+    /// What the run deserves to have logged.
+    pub warnings: Vec<String>,
+}
+
+/// Whether `event` reads plain stdout as context (Claude: UserPromptSubmit and
+/// SessionStart; here the context goes to the turn's `pre_llm_call`).
+fn plain_stdout_is_context(event: &str) -> bool {
+    event == "pre_llm_call" || event == "on_session_start"
+}
+
+/// Reads a finished run with Claude Code's rules, for Hermes `event` with the tool
+/// `hermes_tool` (for mapping an `updatedInput` back).
+///
+/// - exit 2: block, with stderr as the reason;
+/// - `decision: "block"` with `reason`: block;
+/// - `hookSpecificOutput.permissionDecision`: `deny` blocks with its reason; `ask` blocks
+///   too, since a hook's question cannot reach anyone from a shell hook's run (the message
+///   says so); `allow` is reported in [`Answer::allow`];
+/// - `hookSpecificOutput.updatedInput`: a modify, with Hermes argument names;
+/// - `additionalContext`, or plain stdout with exit 0 on prompt and session-start events:
+///   context;
+/// - `continue: false` with `stopReason`: [`Answer::stop`] (and a block on tool events, so
+///   the call does not run);
+/// - `systemMessage`: [`Answer::system_message`]. `suppressOutput` changes nothing here:
+///   stdout is never shown.
+///
+/// ```
+/// use hermes_host::shell::{claude::decide, spawn::RunResult, wire::Decision};
+/// let run = RunResult { returncode: Some(2), stderr: "rm is not allowed".into(), ..Default::default() };
+/// assert_eq!(decide("pre_tool_call", "terminal", &run).decision, Some(Decision::Block("rm is not allowed".into())));
+/// ```
+pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
+    let mut answer = Answer::default();
+    let rc = run.returncode.unwrap_or(0);
+    let tool_event = event == "pre_tool_call";
+    if rc == 2 {
+        let reason = run.stderr.trim();
+        let reason = if reason.is_empty() {
+            "blocked by a hook (exit code 2)"
+        } else {
+            reason
+        };
+        if tool_event {
+            answer.decision = Some(Decision::Block(reason.to_string()));
+        } else if event == "pre_llm_call" {
+            answer.stop = Some(reason.to_string());
+        } else {
+            answer
+                .warnings
+                .push(format!("claude-format hook exited 2 on {event}: {reason}"));
+        }
+        return answer;
+    }
+    let value = match wire::read_stdout(&run.stdout) {
+        Stdout::Empty => return answer,
+        Stdout::NotJson(_) if rc == 0 && plain_stdout_is_context(event) => {
+            answer.decision = Some(Decision::Context(run.stdout.trim_end().to_string()));
+            return answer;
+        }
+        Stdout::NotJson(head) => {
+            if rc == 0 {
+                answer.warnings.push(format!(
+                    "claude-format hook stdout was not JSON on {event}: {head}"
+                ));
+            }
+            return answer;
+        }
+        Stdout::Json(value) => value,
+    };
+    let specific = value
+        .get("hookSpecificOutput")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    answer.system_message = text(&value, "systemMessage");
+    if value.get("continue") == Some(&Value::Bool(false)) {
+        let reason = text(&value, "stopReason").unwrap_or_else(|| "a hook stopped the run".into());
+        if tool_event {
+            answer.decision = Some(Decision::Block(reason.clone()));
+        }
+        answer.stop = Some(reason);
+        return answer;
+    }
+    let permission = text(&specific, "permissionDecision");
+    let permission_reason = text(&specific, "permissionDecisionReason");
+    match permission.as_deref() {
+        Some("deny") if tool_event => {
+            answer.decision = Some(Decision::Block(
+                permission_reason.unwrap_or_else(|| "denied by a hook".into()),
+            ));
+            return answer;
+        }
+        Some("ask") if tool_event => {
+            let why = permission_reason.unwrap_or_else(|| "a hook asks for approval".into());
+            answer.decision = Some(Decision::Block(format!(
+                "{why} (a hook asked for approval of this call, and nobody can approve it from here)"
+            )));
+            return answer;
+        }
+        Some("allow") if tool_event => answer.allow = true,
+        _ => {}
+    }
+    if value.get("decision").and_then(Value::as_str) == Some("block") {
+        let reason = text(&value, "reason").unwrap_or_else(|| "blocked by a hook".into());
+        match event {
+            "pre_tool_call" => {
+                answer.decision = Some(Decision::Block(reason));
+                return answer;
+            }
+            "pre_llm_call" => {
+                answer.stop = Some(reason);
+                return answer;
+            }
+            _ => {}
+        }
+    }
+    if tool_event {
+        if let Some(Value::Object(input)) = specific.get("updatedInput") {
+            answer.decision = Some(Decision::Modify(hermes_args(hermes_tool, input)));
+            return answer;
+        }
+    }
+    if let Some(context) = text(&specific, "additionalContext") {
+        if event == "pre_llm_call" || event == "on_session_start" {
+            answer.decision = Some(Decision::Context(context));
+        }
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rc: i32, stdout: &str, stderr: &str) -> RunResult {
+        RunResult {
+            returncode: Some(rc),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_mapped_tool_round_trips_its_arguments() {
+        for map in TOOLS {
+            let args: Map<String, Value> = map
+                .args
+                .iter()
+                .map(|(h, _, _)| ((*h).to_string(), json!(7)))
+                .chain([("extra".to_string(), json!("kept"))])
+                .collect();
+            let input = tool_input(map.hermes, &args);
+            for (_, c, _) in map.args {
+                assert!(input.contains_key(*c), "{} lost {c}", map.hermes);
+            }
+            assert_eq!(input["extra"], "kept");
+            assert_eq!(hermes_args(map.hermes, &input), args, "{}", map.hermes);
+        }
+        let unmapped = json!({"a": 1});
+        assert_eq!(
+            tool_input("mcp__x", unmapped.as_object().unwrap()),
+            *unmapped.as_object().unwrap()
+        );
+    }
+
+    #[test]
+    fn names_are_unique_both_ways() {
+        for (i, a) in TOOLS.iter().enumerate() {
+            for b in &TOOLS[i + 1..] {
+                assert!(a.hermes != b.hermes && a.claude != b.claude);
+            }
+        }
+        for (h, c) in EVENTS {
+            assert_eq!(hermes_event(c), Some(*h));
+        }
+    }
+
+    #[test]
+    fn the_payload_of_each_event_has_claude_keys() {
+        let ctx = Context {
+            cwd: "/w".into(),
+            transcript_path: Some("/h/sessions/s.jsonl".into()),
+            permission_mode: "default".into(),
+        };
+        let post = json!({"tool_name": "read_file", "args": {"path": "a.txt"}, "result": "{\"content\": \"x\"}", "status": "error", "error_message": "boom", "session_id": "s"});
+        let p = payload("post_tool_call", post.as_object().unwrap(), &ctx);
+        assert_eq!(p["hook_event_name"], "PostToolUseFailure");
+        assert_eq!(p["tool_input"], json!({"file_path": "a.txt"}));
+        assert_eq!(p["tool_response"], json!({"content": "x"}));
+        assert_eq!(p["transcript_path"], "/h/sessions/s.jsonl");
+        let prompt = json!({"user_message": "hi", "session_id": "s"});
+        let p = payload("pre_llm_call", prompt.as_object().unwrap(), &ctx);
+        assert_eq!(
+            (p["hook_event_name"].as_str(), p["prompt"].as_str()),
+            (Some("UserPromptSubmit"), Some("hi"))
+        );
+    }
+
+    #[test]
+    fn answers_follow_claude_semantics() {
+        let d = |event: &str, r: RunResult| decide(event, "write_file", &r);
+        assert_eq!(
+            d("pre_tool_call", run(2, "", "")).decision,
+            Some(Decision::Block("blocked by a hook (exit code 2)".into()))
+        );
+        let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": ".env is secret"}}"#;
+        assert_eq!(
+            d("pre_tool_call", run(0, deny, "")).decision,
+            Some(Decision::Block(".env is secret".into()))
+        );
+        let ask = r#"{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "risky"}}"#;
+        assert!(
+            matches!(d("pre_tool_call", run(0, ask, "")).decision, Some(Decision::Block(m)) if m.starts_with("risky (a hook asked"))
+        );
+        let allow = r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#;
+        let a = d("pre_tool_call", run(0, allow, ""));
+        assert!(a.allow && a.decision.is_none());
+        let updated = r#"{"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"file_path": "/safe/x", "content": "c"}}}"#;
+        assert_eq!(
+            d("pre_tool_call", run(0, updated, "")).decision,
+            Some(Decision::Modify(
+                json!({"path": "/safe/x", "content": "c"})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            ))
+        );
+        assert_eq!(
+            d("pre_llm_call", run(0, "Today is Tuesday.\n", "")).decision,
+            Some(Decision::Context("Today is Tuesday.".into()))
+        );
+        assert_eq!(d("pre_tool_call", run(0, "not json", "")).decision, None);
+        let stop =
+            r#"{"continue": false, "stopReason": "budget spent", "systemMessage": "stopping"}"#;
+        let a = d("pre_tool_call", run(0, stop, ""));
+        assert_eq!(
+            (a.stop.as_deref(), a.system_message.as_deref()),
+            (Some("budget spent"), Some("stopping"))
+        );
+        assert_eq!(a.decision, Some(Decision::Block("budget spent".into())));
+        let context = r#"{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "branch main"}}"#;
+        assert_eq!(
+            d("on_session_start", run(0, context, "")).decision,
+            Some(Decision::Context("branch main".into()))
+        );
+        let block = r#"{"decision": "block", "reason": "no secrets in prompts"}"#;
+        assert_eq!(
+            d("pre_llm_call", run(0, block, "")).stop.as_deref(),
+            Some("no secrets in prompts")
+        );
+    }
+}
