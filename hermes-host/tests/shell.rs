@@ -1723,3 +1723,72 @@ if "rm -rf" in data["tool_input"]["command"]:
         "{text}"
     );
 }
+
+#[test]
+fn hooks_import_claude_adds_entries_keeps_the_rest_and_approves_nothing() {
+    let home = TestHome::new();
+    let validator = home.script(
+        "validate.py",
+        "#!/usr/bin/env python3\nimport json, sys\nif 'rm -rf' in json.load(sys.stdin)['tool_input']['command']:\n    print('no rm -rf', file=sys.stderr)\n    sys.exit(2)\n",
+    );
+    let settings = home.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        serde_json::json!({"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": validator, "timeout": 20}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let original = "# my config\nplugins:\n  enabled: []  # none yet\n";
+    home.config(original);
+
+    // Not a terminal and no --yes: shown, not written.
+    let out = home.hermes(&["hooks", "import", "claude", settings.to_str().unwrap()]);
+    home.expect_code(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("not imported: Notification: Hermes has no such event"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+     format: claude") || text.contains("+       format: claude"),
+        "{text}"
+    );
+    assert!(text.contains("run again with --yes"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
+        original
+    );
+
+    let out = home.hermes(&[
+        "hooks",
+        "import",
+        "claude",
+        settings.to_str().unwrap(),
+        "--yes",
+    ]);
+    home.expect_code(&out, 0);
+    let written = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    assert!(
+        written.starts_with(original),
+        "the old text stays as it was:\n{written}"
+    );
+    let list = stdout(&home.hermes(&["hooks", "list"]));
+    assert!(
+        list.contains("matcher='Bash' (timeout=20s, format=claude, ✗ not allowlisted)"),
+        "{list}"
+    );
+    // Importing again adds nothing.
+    let again = stdout(&home.hermes(&[
+        "hooks",
+        "import",
+        "claude",
+        settings.to_str().unwrap(),
+        "--yes",
+    ]));
+    assert!(again.contains("Nothing to add"), "{again}");
+    // Once approved, the imported hook runs unchanged.
+    assert!(outcome(&fire(&home, "pre_tool_call", RM)).ends_with(": no rm -rf"));
+}

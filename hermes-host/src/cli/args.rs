@@ -283,6 +283,17 @@ pub struct GatewayRunArgs {
 /// `hermes hooks ...`: inspect and manage shell hooks.
 #[derive(Subcommand, Debug)]
 pub enum HooksCommand {
+    /// Add another agent's hooks to config.yaml (`claude`: Claude Code's settings.json, as
+    /// `format: claude` entries). Shows the lines first; nothing is approved.
+    Import {
+        /// Where the hooks come from: claude.
+        source: String,
+        /// The settings file (default: .claude/settings.json, then ~/.claude/settings.json).
+        file: Option<PathBuf>,
+        /// Write without asking.
+        #[arg(long)]
+        yes: bool,
+    },
     /// List the configured shell hooks and whether each is allowlisted.
     #[command(visible_alias = "ls")]
     List {

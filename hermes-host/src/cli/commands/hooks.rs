@@ -46,6 +46,9 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
     };
     match command {
         HooksCommand::List { json } => list(settings, json),
+        HooksCommand::Import { source, file, yes } => {
+            super::hooks_import::import(settings, &source, file.as_deref(), yes)
+        }
         HooksCommand::Test {
             event,
             for_tool,

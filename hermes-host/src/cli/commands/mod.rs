@@ -3,6 +3,7 @@
 mod bench;
 mod gateway;
 mod hooks;
+mod hooks_import;
 mod plugins;
 mod run;
 
