@@ -1333,3 +1333,152 @@ def handle(event_type, context):\n    \
         || std::fs::read_to_string(&stat).map_or(true, |s| s.split(' ').nth(2) == Some("Z")),
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Calls back to the gateway, and Python logging
+
+/// The capabilities a gateway would offer, recording every call; `slow` takes half a
+/// second.
+#[derive(Default)]
+struct Services {
+    calls: std::sync::Mutex<Vec<(String, Value)>>,
+}
+
+impl hermes_host::gateway::GatewayServices for Services {
+    fn call(&self, capability: &str, args: &Value) -> Result<Value, String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((capability.to_string(), args.clone()));
+        match capability {
+            "gateway.model" => Ok(json!({"model": "model-from-gateway"})),
+            "gateway.runtime" => Ok(json!({"provider": "scripted"})),
+            "agent.run_once" => Ok(
+                json!({"final_response": format!("ran: {}", args["prompt"].as_str().unwrap_or("?"))}),
+            ),
+            "slow" => {
+                std::thread::sleep(Duration::from_millis(500));
+                Ok(json!({}))
+            }
+            other => Err(format!("unknown capability '{other}'")),
+        }
+    }
+}
+
+#[test]
+fn python_handlers_call_the_gateway_from_handle_and_threads_and_log_through_logging() {
+    require_python3();
+    let home = TestHome::new();
+    let handler = r#"import logging, os, threading, time
+from gateway.run import _resolve_gateway_model, _resolve_runtime_agent_kwargs
+from run_agent import AIAgent
+OUT = os.path.join(os.environ["HERMES_HOME"], "calls.out")
+log = logging.getLogger("hooks.caller")
+log.info("module loaded")
+log.debug("debug records stay out")
+
+def _later():
+    time.sleep(0.3)
+    with open(OUT, "a") as f:
+        f.write("thread: " + _resolve_gateway_model() + "\n")
+
+def handle(event_type, context):
+    agent = AIAgent(model=_resolve_gateway_model(), **_resolve_runtime_agent_kwargs(), platform="gateway", quiet_mode=True, max_iterations=3)
+    result = agent.run_conversation(context["prompt"])
+    with open(OUT, "a") as f:
+        f.write("handle: " + result["final_response"] + "\n")
+    log.warning("handled %s", event_type)
+    threading.Thread(target=_later, daemon=True).start()
+"#;
+    home.hook(
+        "caller",
+        Some("events: [agent:start]\n"),
+        &[("handler.py", handler)],
+    );
+    let (hooks, log) = home.discover();
+    let services = Arc::new(Services::default());
+    let dynamic: Arc<dyn hermes_host::gateway::GatewayServices> = services.clone();
+    hooks.provide(Arc::downgrade(&dynamic));
+    hooks.emit("agent:start", json!({"prompt": "check"}));
+    assert_eq!(
+        hooks.shutdown(Duration::from_secs(20)).undelivered_total(),
+        0
+    );
+    // The daemon thread finished before the worker exited: shutdown waited for it.
+    assert_eq!(
+        home.records("calls"),
+        vec!["handle: ran: check", "thread: model-from-gateway"]
+    );
+    let calls = services.calls.lock().unwrap().clone();
+    let run_once = calls
+        .iter()
+        .find(|(c, _)| c == "agent.run_once")
+        .map(|(_, a)| a.clone());
+    assert_eq!(
+        run_once,
+        Some(
+            json!({"prompt": "check", "platform": "gateway", "max_iterations": 3, "model": "model-from-gateway"})
+        )
+    );
+    let lines = log.lines();
+    assert!(
+        lines.contains(&"INFO hooks.caller: module loaded".to_string()),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.contains(&"WARNING hooks.caller: handled agent:start".to_string()),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("debug records")),
+        "{lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("Error")), "{lines:#?}");
+}
+
+#[test]
+fn a_python_handler_flooding_calls_gets_errors_beyond_the_bound_and_the_rest_answered() {
+    require_python3();
+    let home = TestHome::new();
+    let handler = r#"import os, threading, sys
+OUT = os.path.join(os.environ["HERMES_HOME"], "flood.out")
+worker = sys.modules["__main__"]
+N = 20
+barrier = threading.Barrier(N)
+lock = threading.Lock()
+
+def _one():
+    barrier.wait()
+    try:
+        worker._HOST.call("slow", {})
+        line = "ok"
+    except RuntimeError as e:
+        line = "error: " + str(e)
+    with lock, open(OUT, "a") as f:
+        f.write(line + "\n")
+
+def handle(event_type, context):
+    for _ in range(N):
+        threading.Thread(target=_one).start()
+"#;
+    home.hook(
+        "flood",
+        Some("events: [agent:start]\n"),
+        &[("handler.py", handler)],
+    );
+    let (hooks, _log) = home.discover();
+    let services = Arc::new(Services::default());
+    let dynamic: Arc<dyn hermes_host::gateway::GatewayServices> = services.clone();
+    hooks.provide(Arc::downgrade(&dynamic));
+    hooks.emit("agent:start", json!({}));
+    let records = home.wait_for_records("flood", 20);
+    hooks.shutdown(Duration::from_secs(20));
+    let ok = records.iter().filter(|r| *r == "ok").count();
+    let refused = records
+        .iter()
+        .filter(|r| r.contains("more than 8 calls of this hook are running"))
+        .count();
+    assert_eq!(ok + refused, 20, "{records:#?}");
+    assert!((8..20).contains(&ok), "{records:#?}");
+    assert!(services.calls.lock().unwrap().len() <= 20);
+}

@@ -44,6 +44,8 @@ fn plugin_library(package: &str) -> PathBuf {
                 "gateway-ack",
                 "-p",
                 "noisy",
+                "-p",
+                "boot-md",
                 "--target-dir",
             ])
             .arg(&target)
@@ -179,26 +181,7 @@ impl TestHome {
 
     /// Runs the gateway on stdin: writes `messages`, closes stdin, waits for the exit.
     fn stdin_run(&self, args: &[&str], messages: &[Value]) -> Finished {
-        let mut cmd = self.command(args);
-        cmd.arg("--stdin")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("hermes starts");
-        let mut stdin = child.stdin.take().unwrap();
-        for m in messages {
-            writeln!(stdin, "{m}").unwrap();
-        }
-        drop(stdin);
-        let out = wait_with_timeout(child, Duration::from_secs(60));
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let finished = Finished {
-            status: out.status,
-            stdout: stdout.lines().map(str::to_string).collect(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        finished.expect_success();
-        finished
+        run_on_stdin(self.command(args), messages)
     }
 
     /// Starts the gateway on a free loopback port.
@@ -298,6 +281,30 @@ impl TestHome {
             Err(_) => Vec::new(),
         }
     }
+}
+
+/// Runs `cmd` (a `gateway run` command) on stdin: writes `messages`, closes stdin,
+/// waits for the exit, which must be a success.
+fn run_on_stdin(mut cmd: Command, messages: &[Value]) -> Finished {
+    cmd.arg("--stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("hermes starts");
+    let mut stdin = child.stdin.take().unwrap();
+    for m in messages {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    drop(stdin);
+    let out = wait_with_timeout(child, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let finished = Finished {
+        status: out.status,
+        stdout: stdout.lines().map(str::to_string).collect(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    finished.expect_success();
+    finished
 }
 
 fn wait_with_timeout(mut child: Child, timeout: Duration) -> std::process::Output {
@@ -1710,4 +1717,281 @@ fn sighup_and_gateway_reload_swap_in_new_hooks_and_a_broken_file_keeps_the_old_o
     });
     gateway.stop();
     assert!(!pid_file.exists(), "the pid file is removed at exit");
+}
+
+// ---------------------------------------------------------------------------------------
+// The seed's BOOT.md hook, and send_message
+
+/// The seed document's `boot-md` hook, `HOOK.yaml` and `handler.py` as the seed prints
+/// them, installed in `home`.
+fn install_seed_boot_hook(home: &TestHome) {
+    require_python3();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boot-md");
+    for file in ["HOOK.yaml", "handler.py"] {
+        let text = std::fs::read_to_string(fixture.join(file)).unwrap();
+        home.write(&format!("hooks/boot-md/{file}"), &text);
+    }
+}
+
+/// A gateway script answering the boot prompt with `steps` (YAML flow sequence).
+fn boot_script(home: &TestHome, steps: &str) -> String {
+    let script = format!(
+        "model: boot-model\nreplies:\n  - match: \"startup boot checklist\"\n    steps: {steps}\n"
+    );
+    home.write("gateway-script.yaml", &script)
+        .display()
+        .to_string()
+}
+
+/// Runs `gateway run --stdin` with no messages and `HOME` at `user_home` (the seed reads
+/// `~/.hermes/BOOT.md`, whatever `HERMES_HOME` is).
+fn boot_run(home: &TestHome, user_home: &Path, script: &str) -> Finished {
+    let mut cmd = home.command(&["--script", script]);
+    cmd.env("HOME", user_home);
+    run_on_stdin(cmd, &[])
+}
+
+/// A user home whose `~/.hermes/BOOT.md` holds `text` (no file for `None`).
+fn user_home_with_boot(text: Option<&str>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".hermes")).unwrap();
+    if let Some(text) = text {
+        std::fs::write(dir.path().join(".hermes/BOOT.md"), text).unwrap();
+    }
+    dir
+}
+
+/// The transcripts whose first entry is the boot prompt.
+fn boot_transcripts(home: &TestHome) -> Vec<Vec<Value>> {
+    home.transcript_files()
+        .iter()
+        .filter_map(|path| {
+            let id = path.file_stem()?.to_str()?.to_string();
+            let entries = home.transcript(&id);
+            entries[0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("You are running a startup boot checklist"))
+                .then_some(entries)
+        })
+        .collect()
+}
+
+#[test]
+fn the_seeds_boot_md_handler_runs_unchanged_and_logs_both_lines() {
+    let home = TestHome::new();
+    install_seed_boot_hook(&home);
+    let checklist = "# Boot\n\nCheck the disk, then report.\n";
+    let user = user_home_with_boot(Some(checklist));
+    let script = boot_script(
+        &home,
+        r#"[{tool: send_message, args: {target: "local:ops", message: "disk ok"}}, {final: "Checked: disk ok"}]"#,
+    );
+    let run = boot_run(&home, user.path(), &script);
+    let chars = checklist.trim().chars().count();
+    let running = format!("INFO hooks.boot-md: Running BOOT.md ({chars} chars)");
+    let completed = "INFO hooks.boot-md: boot-md completed: Checked: disk ok";
+    let (Some(at_running), Some(at_completed)) =
+        (run.stderr.find(&running), run.stderr.find(completed))
+    else {
+        run.fail(&format!("the log lacks {running:?} or {completed:?}"));
+    };
+    assert!(at_running < at_completed, "{}", run.stderr);
+    // The turn ran in the gateway: its model, platform `gateway`, the checklist in the
+    // prompt, send_message among its tools, all in a transcript of its own.
+    let boots = boot_transcripts(&home);
+    assert_eq!(boots.len(), 1, "{:?}", home.transcript_files());
+    let boot = &boots[0];
+    assert!(
+        boot[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Check the disk, then report."),
+        "{}",
+        boot[0]
+    );
+    assert_eq!(boot[1]["tool_calls"][0]["name"], "send_message");
+    // Nobody follows local:ops (no client yet), and the tool says so to the model.
+    assert!(
+        boot[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no connection follows chat local:ops"),
+        "{}",
+        boot[2]
+    );
+    assert_eq!(boot.last().unwrap()["content"], "Checked: disk ok");
+    let starts: Vec<Value> = home
+        .trace()
+        .into_iter()
+        .filter(|r| r["hook"] == "on_session_start")
+        .map(|r| r["payload"].clone())
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert_eq!(
+        (starts[0]["platform"].as_str(), starts[0]["model"].as_str()),
+        (Some("gateway"), Some("boot-model"))
+    );
+}
+
+#[test]
+fn a_silent_boot_answer_reports_nothing_and_an_agent_error_is_logged_by_the_handler() {
+    let home = TestHome::new();
+    install_seed_boot_hook(&home);
+    let user = user_home_with_boot(Some("Nothing to do today."));
+    let script = boot_script(&home, r#"[{final: "[SILENT]"}]"#);
+    let run = boot_run(&home, user.path(), &script);
+    if !run
+        .stderr
+        .contains("INFO hooks.boot-md: boot-md completed (nothing to report)")
+    {
+        run.fail("no 'nothing to report' line");
+    }
+
+    let script = boot_script(&home, r#"[{error: "401 Unauthorized"}]"#);
+    let run = boot_run(&home, user.path(), &script);
+    if !run
+        .stderr
+        .contains("ERROR hooks.boot-md: boot-md agent failed: the model failed: 401 Unauthorized")
+    {
+        run.fail("the agent's error was not logged at ERROR by the handler");
+    }
+    assert!(!run.stderr.contains("boot-md completed"), "{}", run.stderr);
+}
+
+#[test]
+fn an_empty_or_missing_boot_md_does_nothing() {
+    for text in [Some(""), Some("  \n\n"), None] {
+        let home = TestHome::new();
+        install_seed_boot_hook(&home);
+        let user = user_home_with_boot(text);
+        let script = boot_script(&home, r#"[{final: "should not run"}]"#);
+        let run = boot_run(&home, user.path(), &script);
+        if !run.stderr.contains("Loaded hook 'boot-md'") {
+            run.fail("the hook did not load");
+        }
+        for line in [
+            "Running BOOT.md",
+            "boot-md completed",
+            "boot-md agent failed",
+        ] {
+            assert!(!run.stderr.contains(line), "{text:?}: {}", run.stderr);
+        }
+        assert!(home.transcript_files().is_empty(), "{text:?}");
+        assert!(home.trace_of(&["on_session_start"]).is_empty(), "{text:?}");
+    }
+}
+
+#[test]
+fn the_seed_handler_outside_a_running_gateway_logs_why_its_agent_cannot_run() {
+    let home = TestHome::new();
+    install_seed_boot_hook(&home);
+    let user = user_home_with_boot(Some("Check the disk."));
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["gateway", "emit", "gateway:startup"])
+        .env("HOME", user.path())
+        .env_remove("HERMES_HOME")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("INFO hooks.boot-md: Running BOOT.md (15 chars)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("ERROR hooks.boot-md: boot-md agent failed: gateway.model: no running gateway serves this hook's calls"),
+        "{all}"
+    );
+}
+
+#[test]
+fn the_native_boot_md_plugin_runs_the_checklist_through_agent_run_once() {
+    let home = TestHome::new();
+    home.plugin("boot-md", "boot-md", "  max_iterations: 5");
+    home.config("plugins:\n  enabled: [boot-md]\n");
+    let checklist = "Check the disk.";
+    home.write("BOOT.md", checklist);
+    let script = boot_script(&home, r#"[{final: "Checked natively"}]"#);
+    let mut cmd = home.command(&["--script", &script]);
+    cmd.env("HERMES_LOG", "info");
+    let run = run_on_stdin(cmd, &[]);
+    for line in [
+        format!("Running BOOT.md ({} chars)", checklist.chars().count()),
+        "boot-md completed: Checked natively".to_string(),
+    ] {
+        if !run.stderr.contains(&line) {
+            run.fail(&format!("the log lacks {line:?}"));
+        }
+    }
+    let boots = boot_transcripts(&home);
+    assert_eq!(boots.len(), 1);
+    assert_eq!(boots[0].last().unwrap()["content"], "Checked natively");
+}
+
+#[test]
+fn send_message_delivers_to_a_chat_silent_messages_send_nothing_and_a_model_error_is_a_notice() {
+    let home = TestHome::new();
+    home.write(
+        "gateway-script.yaml",
+        "replies:\n  - match: notify\n    steps:\n      - tool: send_message\n        args: {target: c1, message: pinged}\n      - final: done\n  - match: quiet\n    steps:\n      - tool: send_message\n        args: {target: \"local:c1\", message: \"[SILENT]\"}\n      - final: ok\n  - match: nowhere\n    steps:\n      - tool: send_message\n        args: {target: \"local:nobody\", message: hi}\n      - final: tried\n  - match: fail\n    steps:\n      - error: 503 overloaded\n",
+    );
+    let script = home.path().join("gateway-script.yaml");
+    let run = home.stdin_run(
+        &["--script", script.to_str().unwrap()],
+        &[
+            msg("c1", "alice", "notify me"),
+            msg("c1", "alice", "quiet please"),
+            msg("c1", "alice", "nowhere"),
+            msg("c1", "alice", "fail now"),
+        ],
+    );
+    let answers: Vec<(String, String)> = run
+        .stdout
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap_or_default().to_string(),
+                v["text"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("send", "pinged"),
+        ("reply", "done"),
+        ("reply", "ok"),
+        ("reply", "tried"),
+        (
+            "notice",
+            "The model could not answer (503 overloaded). Try again later.",
+        ),
+    ]
+    .iter()
+    .map(|(k, t)| (k.to_string(), t.to_string()))
+    .collect();
+    assert_eq!(answers, expected, "{}", run.stderr);
+    let session = serde_json::from_str::<Value>(&run.stdout[1]).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let results: Vec<String> = home
+        .transcript(&session)
+        .iter()
+        .filter(|e| e["role"] == "tool")
+        .map(|e| e["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results[0].contains("\"sent\":true"), "{}", results[0]);
+    assert!(results[1].contains("\"sent\":false"), "{}", results[1]);
+    assert!(
+        results[2].contains("no connection follows chat local:nobody"),
+        "{}",
+        results[2]
+    );
 }

@@ -717,4 +717,43 @@ impl<'a, 'v> GatewayEvent<'a, 'v> {
     pub fn context(&self) -> Json<'a> {
         Json::new(self.view.get_str("context"))
     }
+
+    /// Calls a capability of the running gateway, with JSON arguments, and returns its
+    /// JSON answer. `hermes gateway run` offers:
+    ///
+    /// | capability | arguments | answer |
+    /// |---|---|---|
+    /// | `agent.run_once` | `{"prompt", "platform"?, "model"?, "max_iterations"?}` | one agent turn in a fresh session (platform `gateway` by default), with the gateway's model, tools and hooks: `{"final_response", "messages", "api_calls", "completed", "interrupted", "session_id"}` |
+    /// | `gateway.model` | `{}` | `{"model"}` |
+    /// | `gateway.send` | `{"platform"?, "chat_id", "text"}` | `{"delivered": n}` |
+    ///
+    /// The call runs on this hook's own delivery thread, so a long one (a whole agent turn)
+    /// delays only this hook's later events, never the gateway.
+    ///
+    /// ```
+    /// use hermes_hooks_abi::sdk::testing::{LocalHost, field};
+    /// let host = LocalHost::register("x", |ctx| {
+    ///     ctx.try_on_gateway_event("gateway:startup", |e| {
+    ///         // LocalHost is no gateway, so this reports an error.
+    ///         let answer = e.call("agent.run_once", &serde_json::json!({"prompt": "hi"}));
+    ///         assert!(answer.is_err());
+    ///         Ok(())
+    ///     });
+    /// });
+    /// host.fire("gateway:startup", &[field::str("event_type", "gateway:startup")]);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The gateway's message (an unknown capability, bad arguments, a failed agent turn),
+    /// or that no gateway serves calls (the hook runs under `hermes gateway emit`).
+    pub fn call(
+        &self,
+        capability: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let answer = host_call(self.view, capability, args)?;
+        serde_json::from_str(&answer)
+            .map_err(|e| format!("{capability}: the host answered something that is not JSON: {e}"))
+    }
 }

@@ -14,14 +14,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
+use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::RResult;
-use hermes_hooks_abi::core::{EventView, Field, HookCallbackBox, no_host_calls};
+use hermes_hooks_abi::core::{EventView, Field, HookCallbackBox, HostCalls_TO};
 
 use super::discover::{HandlerSource, HookSpec};
 use super::event::Event;
 use super::process::{HandlerEnv, describe_status, seconds};
 use super::python::{Load, PythonHandler, Starting, Worker};
-use super::{HookKind, wildcard_prefix};
+use super::services::ServiceSlot;
+use super::{GatewayLog, HookKind, wildcard_prefix};
 use crate::plugins::{Manifest, load_library, register};
 use crate::process;
 
@@ -85,12 +87,21 @@ pub(crate) enum Pending {
     },
 }
 
+/// What a handler reaches back to: the gateway's capabilities and its log.
+pub(crate) struct Links {
+    /// Capabilities (`agent.run_once`, ...) once a gateway provides them.
+    pub services: ServiceSlot,
+    /// Where a Python handler's `logging` records go.
+    pub log: Arc<dyn GatewayLog>,
+}
+
 /// Starts loading `spec`'s handler.
 pub(crate) fn start_loading(
     spec: &HookSpec,
     home: &Path,
     python: &Path,
     restarts: Arc<AtomicU64>,
+    links: &Links,
 ) -> Pending {
     let env = HandlerEnv {
         // Handlers run in their own directory: a relative home would point elsewhere there.
@@ -98,9 +109,13 @@ pub(crate) fn start_loading(
         name: spec.name.clone(),
         dir: spec.dir.clone(),
         config_json: spec.config.to_string(),
+        services: links.services.clone(),
+        log: links.log.clone(),
     };
     match &spec.source {
-        HandlerSource::Native(library) => Pending::Done(load_native(spec, library)),
+        HandlerSource::Native(library) => {
+            Pending::Done(load_native(spec, library, links.services.clone()))
+        }
         HandlerSource::Executable(path) => Pending::Done(Loaded::Ready(
             Handler::Executable(ExecutableHandler {
                 path: path.clone(),
@@ -215,9 +230,11 @@ pub(crate) fn path_of(source: &HandlerSource) -> &Path {
 pub(crate) struct NativeHandler {
     /// `(pattern, callback)` in registration order.
     callbacks: Vec<(String, HookCallbackBox)>,
+    /// What the callbacks reach through `HostCalls` (`agent.run_once`, ...).
+    services: ServiceSlot,
 }
 
-fn load_native(spec: &HookSpec, library: &Path) -> Loaded {
+fn load_native(spec: &HookSpec, library: &Path, services: ServiceSlot) -> Loaded {
     let fail = |reason: String| Loaded::Failed {
         line: format!("[hooks] Error loading hook {}: {reason}", spec.dir_name),
         reason,
@@ -261,7 +278,13 @@ fn load_native(spec: &HookSpec, library: &Path) -> Loaded {
             )
         })
         .collect();
-    Loaded::Ready(Handler::Native(NativeHandler { callbacks }), warnings)
+    Loaded::Ready(
+        Handler::Native(NativeHandler {
+            callbacks,
+            services,
+        }),
+        warnings,
+    )
 }
 
 /// Whether an event delivered through subscription `subscribed` can match callback
@@ -275,8 +298,14 @@ fn can_reach(subscribed: &str, pattern: &str) -> bool {
 
 impl NativeHandler {
     /// A handler over callbacks a plugin registered, `(pattern, callback)` in order.
-    pub(crate) fn from_callbacks(callbacks: Vec<(String, HookCallbackBox)>) -> NativeHandler {
-        NativeHandler { callbacks }
+    pub(crate) fn from_callbacks(
+        callbacks: Vec<(String, HookCallbackBox)>,
+        services: ServiceSlot,
+    ) -> NativeHandler {
+        NativeHandler {
+            callbacks,
+            services,
+        }
     }
 
     fn deliver(&self, event: &Event) -> Vec<String> {
@@ -285,7 +314,8 @@ impl NativeHandler {
             Field::str("event_type", &event.event_type),
             Field::json("context", context),
         ];
-        let view = EventView::new(&event.event_type, &fields, no_host_calls());
+        let host = HostCalls_TO::from_const(&self.services, TD_Opaque);
+        let view = EventView::new(&event.event_type, &fields, host);
         let prefix = event.event_type.split_once(':').map(|(p, _)| p);
         let exact = self
             .callbacks

@@ -59,6 +59,7 @@ mod event;
 mod handler;
 mod process;
 mod python;
+mod services;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -67,6 +68,7 @@ use std::time::Duration;
 
 pub use discover::{DEFAULT_TIMEOUT, HandlerSource};
 pub use emit::{DEFAULT_QUEUE_CAPACITY, DROP_WARNING_INTERVAL, ROUTER_IDLE_POLL};
+pub use services::GatewayServices;
 
 use crate::home::Home;
 
@@ -282,6 +284,7 @@ pub struct GatewayHooks {
     loaded: Vec<LoadedHook>,
     skipped: Vec<SkippedHook>,
     dispatcher: emit::Dispatcher,
+    services: services::ServiceSlot,
 }
 
 impl GatewayHooks {
@@ -334,6 +337,10 @@ impl GatewayHooks {
     ) -> GatewayHooks {
         let hooks_dir = home.hooks_dir();
         let outcomes = discover::scan(&hooks_dir);
+        let links = handler::Links {
+            services: services::ServiceSlot::default(),
+            log: log.clone(),
+        };
         // Start every handler first (Python workers import in parallel), then collect the
         // outcomes in directory order so the lines come out in the reference's order.
         let pending: Vec<_> = outcomes
@@ -346,6 +353,7 @@ impl GatewayHooks {
                         home.root(),
                         &options.python,
                         restarts.clone(),
+                        &links,
                     );
                     Ok((spec, pending, restarts))
                 }
@@ -440,6 +448,7 @@ impl GatewayHooks {
                 events,
                 handler: handler::Handler::Native(handler::NativeHandler::from_callbacks(
                     callbacks,
+                    links.services.clone(),
                 )),
                 restarts: Arc::new(AtomicU64::new(0)),
             });
@@ -450,7 +459,54 @@ impl GatewayHooks {
             loaded,
             skipped,
             dispatcher,
+            services: links.services,
         }
+    }
+
+    /// Lends the hooks' handlers the running gateway's capabilities: native handlers reach
+    /// them through `HostCalls`, `handler.py` hooks through their worker (`run_agent`,
+    /// `gateway.run`). Until it is called, and once `services` is dropped, every such call
+    /// fails with a message saying that no gateway serves it. Only a weak reference is
+    /// kept, so the hooks never keep the gateway alive. Calling it again replaces what was
+    /// provided.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hermes_host::{gateway::{GatewayHooks, GatewayServices, MemoryLog}, home::Home};
+    /// use serde_json::{Value, json};
+    ///
+    /// struct Model;
+    /// impl GatewayServices for Model {
+    ///     fn call(&self, capability: &str, _args: &Value) -> Result<Value, String> {
+    ///         match capability {
+    ///             "gateway.model" => Ok(json!({"model": "demo"})),
+    ///             other => Err(format!("unknown capability '{other}'")),
+    ///         }
+    ///     }
+    /// }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), Arc::new(MemoryLog::default()));
+    /// assert!(hooks.call("gateway.model", &json!({})).is_err());
+    /// let services: Arc<dyn GatewayServices> = Arc::new(Model);
+    /// hooks.provide(Arc::downgrade(&services));
+    /// assert_eq!(hooks.call("gateway.model", &json!({})), Ok(json!({"model": "demo"})));
+    /// ```
+    pub fn provide(&self, services: std::sync::Weak<dyn GatewayServices>) {
+        self.services.provide(services);
+    }
+
+    /// Calls a capability of what [`provide`](GatewayHooks::provide) lent, as a handler
+    /// would; see there for an example.
+    ///
+    /// # Errors
+    ///
+    /// The capability's message, or that no gateway serves calls.
+    pub fn call(
+        &self,
+        capability: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        self.services.call(capability, args)
     }
 
     /// Queues `event` for every hook subscribed to it, and returns at once.

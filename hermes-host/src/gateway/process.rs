@@ -14,8 +14,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// What every handler process of one hook is started with.
-#[derive(Clone, Debug)]
+/// What every handler process of one hook is started with, and what it reaches back to.
+#[derive(Clone)]
 pub(crate) struct HandlerEnv {
     /// `$HERMES_HOME`.
     pub home: std::path::PathBuf,
@@ -25,6 +25,10 @@ pub(crate) struct HandlerEnv {
     pub dir: std::path::PathBuf,
     /// `config:` of `HOOK.yaml`, as JSON text.
     pub config_json: String,
+    /// The gateway's capabilities, for `{"call": ..}` lines of a Python worker.
+    pub services: super::services::ServiceSlot,
+    /// The gateway's log, for `{"log": ..}` lines of a Python worker.
+    pub log: std::sync::Arc<dyn super::GatewayLog>,
 }
 
 impl HandlerEnv {

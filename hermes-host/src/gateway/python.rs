@@ -6,6 +6,15 @@
 //! error is reported then, as the reference does), and then answers one JSON line per event
 //! on its real stdout. See `worker.py` for the protocol.
 //!
+//! The protocol runs both ways: besides answers, the worker writes `{"log": ..}` lines (the
+//! handler's Python `logging` records, shown in the gateway's log as
+//! `LEVEL logger: message`) and `{"call": ..}` lines (the compatibility modules
+//! `gateway.run` and `run_agent` asking the gateway for its model or a one-shot agent
+//! turn). This side's reader thread routes them, so an answer is never mistaken for a log
+//! line, and answers each call on its own thread, at most [`MAX_CALLS_IN_FLIGHT`] at once.
+//! Stopping a worker asks it to (`{"shutdown": true}`) so that a handler's background
+//! thread, such as the seed's BOOT.md agent, finishes its turn before the worker exits.
+//!
 //! A worker that dies is started again for the next event (its module body runs again); the
 //! event it died on is reported as failed. A call that takes longer than the hook's timeout
 //! kills the worker's process group and is reported the same way.
@@ -13,9 +22,9 @@
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::event::Event;
@@ -41,13 +50,138 @@ pub(crate) enum Load {
 pub(crate) struct Worker {
     /// Dropping it kills the worker's group and reaps it.
     child: Group,
-    stdin: Option<ChildStdin>,
+    /// Requests go in here; the reader's call threads write their replies here too.
+    link: Arc<Link>,
+    /// Answers to requests (load results and event answers); log lines and calls are
+    /// handled by the reader thread and never appear here.
     lines: Receiver<String>,
 }
 
 /// A worker that was started and has not answered its load line yet.
 pub(crate) struct Starting {
     worker: Worker,
+}
+
+/// The worker's stdin, shared by the event path and the threads answering its calls.
+struct Link {
+    stdin: Mutex<Option<ChildStdin>>,
+    /// Calls being answered now (bounded by [`MAX_CALLS_IN_FLIGHT`]).
+    calls: AtomicUsize,
+}
+
+/// How many host calls one worker may have running at once; more are answered with an
+/// error at once, so a handler that floods calls cannot make the host start threads
+/// without bound.
+pub(crate) const MAX_CALLS_IN_FLIGHT: usize = 8;
+
+impl Link {
+    /// Writes one line; an error when the worker's stdin is closed or gone.
+    fn send(&self, line: &str) -> std::io::Result<()> {
+        let mut stdin = self.stdin.lock().unwrap_or_else(|e| e.into_inner());
+        match stdin.as_mut() {
+            Some(stdin) => stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| stdin.write_all(b"\n"))
+                .and_then(|()| stdin.flush()),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn close(&self) {
+        drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// What the reader thread does with one line of the worker's stdout: a `{"log": ..}`
+/// record goes to the gateway's log, a `{"call": ..}` is answered on its own thread, and
+/// anything else is an answer for whoever waits on `answers`. Returns `false` when no one
+/// waits for answers any more.
+fn route_line(
+    line: &str,
+    env: &HandlerEnv,
+    link: &Arc<Link>,
+    answers: &std::sync::mpsc::Sender<String>,
+) -> bool {
+    // Log records and calls are objects whose first key says what they are; checking the
+    // prefix first keeps event answers from being parsed twice.
+    let kind = if line.starts_with("{\"log\"") {
+        "log"
+    } else if line.starts_with("{\"call\"") {
+        "call"
+    } else {
+        return answers.send(line.to_string()).is_ok();
+    };
+    let message: serde_json::Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(_) => return answers.send(line.to_string()).is_ok(),
+    };
+    if kind == "log" {
+        env.log.line(&log_line(&env.name, &message["log"]));
+    } else {
+        answer_call(message, env, link);
+    }
+    true
+}
+
+/// `INFO hooks.boot-md: Running BOOT.md (12 chars)`: a Python `logging` record as the
+/// gateway's log shows it (level, logger name, message).
+fn log_line(hook: &str, record: &serde_json::Value) -> String {
+    let level = record["level"].as_str().unwrap_or("INFO");
+    let logger = record["logger"]
+        .as_str()
+        .filter(|l| !l.is_empty())
+        .map_or_else(|| format!("hooks.{hook}"), str::to_string);
+    let message = record["message"].as_str().unwrap_or_default();
+    format!("{level} {logger}: {message}")
+}
+
+/// Answers `{"call": capability, "id": n, "args": {..}}` on a thread of its own (a call
+/// may run a whole agent turn), writing `{"reply": n, "ok": answer}` or
+/// `{"reply": n, "error": message}` back to the worker.
+fn answer_call(message: serde_json::Value, env: &HandlerEnv, link: &Arc<Link>) {
+    let id = message["id"].clone();
+    let capability = message["call"].as_str().unwrap_or_default().to_string();
+    let reply = move |result: Result<serde_json::Value, String>| {
+        let mut reply = serde_json::json!({ "reply": id });
+        match result {
+            Ok(answer) => reply["ok"] = answer,
+            Err(error) => reply["error"] = serde_json::Value::String(error),
+        }
+        reply.to_string()
+    };
+    if link.calls.fetch_add(1, Ordering::AcqRel) >= MAX_CALLS_IN_FLIGHT {
+        link.calls.fetch_sub(1, Ordering::AcqRel);
+        let _ = link.send(&reply(Err(format!(
+            "{capability}: more than {MAX_CALLS_IN_FLIGHT} calls of this hook are running; wait for one to finish"
+        ))));
+        return;
+    }
+    let args = match message.get("args") {
+        Some(args @ serde_json::Value::Object(_)) => args.clone(),
+        None | Some(serde_json::Value::Null) => serde_json::json!({}),
+        Some(_) => {
+            link.calls.fetch_sub(1, Ordering::AcqRel);
+            let _ = link.send(&reply(Err(format!(
+                "{capability}: the arguments must be a JSON object"
+            ))));
+            return;
+        }
+    };
+    let services = env.services.clone();
+    let thread_link = link.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("hermes-hook-{}-call", env.name))
+        .spawn(move || {
+            let answer = services.call(&capability, &args);
+            // A worker that died meanwhile no longer wants the reply.
+            let _ = thread_link.send(&reply(answer));
+            thread_link.calls.fetch_sub(1, Ordering::AcqRel);
+        });
+    if let Err(e) = spawned {
+        link.calls.fetch_sub(1, Ordering::AcqRel);
+        let error = serde_json::json!({ "reply": message["id"], "error": format!("cannot start a thread for the call: {e}") });
+        let _ = link.send(&error.to_string());
+    }
 }
 
 impl Worker {
@@ -76,7 +210,13 @@ impl Worker {
             child.kill();
             return Err(Load::Error("the python worker has no pipes".into()));
         };
+        let link = Arc::new(Link {
+            stdin: Mutex::new(Some(stdin)),
+            calls: AtomicUsize::new(0),
+        });
         let (tx, lines) = std::sync::mpsc::channel();
+        let reader_env = env.clone();
+        let reader_link = link.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("hermes-hook-{}-reader", env.name))
             .spawn(move || {
@@ -87,7 +227,7 @@ impl Worker {
                     match reader.read_line(&mut line) {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {
-                            if tx.send(line.trim_end().to_string()).is_err() {
+                            if !route_line(line.trim_end(), &reader_env, &reader_link, &tx) {
                                 break;
                             }
                         }
@@ -99,11 +239,7 @@ impl Worker {
             return Err(Load::Error(format!("cannot start a reader thread: {e}")));
         }
         Ok(Starting {
-            worker: Worker {
-                child,
-                stdin: Some(stdin),
-                lines,
-            },
+            worker: Worker { child, link, lines },
         })
     }
 
@@ -113,19 +249,22 @@ impl Worker {
 
     /// Kills the worker's process group and reaps it.
     fn kill(self) {
+        self.link.close();
         self.child.kill();
     }
 
-    /// Closes stdin (the worker exits on EOF) and waits for it until `deadline`; then the
-    /// group is killed (and reaped when `self` drops).
+    /// Asks the worker to stop (`{"shutdown": true}`: it lets the handler's background
+    /// threads finish, their host calls still answered, and exits) and waits for it until
+    /// `deadline`; then the group is killed (and reaped when `self` drops).
     pub(crate) fn close(mut self, deadline: Instant) {
-        drop(self.stdin.take());
+        let _ = self.link.send(r#"{"shutdown": true}"#);
         self.child.wait_until(deadline);
+        self.link.close();
     }
 
     /// How the process ended, once its stdout closed.
     fn exit_description(mut self) -> String {
-        drop(self.stdin.take());
+        self.link.close();
         // Its stdout is closed, so it is exiting; give it a moment, then make sure.
         match self
             .child
@@ -246,14 +385,7 @@ impl PythonHandler {
             None => self.restart()?,
         };
         let request = event.request_json();
-        let written = match worker.stdin.as_mut() {
-            Some(stdin) => stdin
-                .write_all(request.as_bytes())
-                .and_then(|()| stdin.write_all(b"\n"))
-                .and_then(|()| stdin.flush()),
-            None => Err(std::io::ErrorKind::BrokenPipe.into()),
-        };
-        if let Err(e) = written {
+        if let Err(e) = worker.link.send(request) {
             // Died between the check above and the write: nothing was delivered yet.
             let how = worker.exit_description();
             note(format!(
@@ -261,13 +393,10 @@ impl PythonHandler {
                 self.env.name
             ));
             worker = self.restart()?;
-            if let Some(stdin) = worker.stdin.as_mut() {
-                stdin
-                    .write_all(request.as_bytes())
-                    .and_then(|()| stdin.write_all(b"\n"))
-                    .and_then(|()| stdin.flush())
-                    .map_err(|e| format!("cannot write to the python worker: {e}"))?;
-            }
+            worker
+                .link
+                .send(request)
+                .map_err(|e| format!("cannot write to the python worker: {e}"))?;
         }
         in_flight.store(worker.pid(), Ordering::Release);
         let answer = worker.lines.recv_timeout(self.timeout);

@@ -105,9 +105,9 @@ impl GatewayScript {
             let pattern = Regex::new(&reply.pattern)
                 .map_err(|e| format!("replies[{i}].match is not a valid regex: {e}"))?;
             for (j, step) in reply.steps.iter().enumerate() {
-                if step.calls().is_empty() && step.final_text.is_none() && !step.echo {
+                if step.is_empty() {
                     return Err(format!(
-                        "replies[{i}].steps[{j}] has neither `tool`, `tools` nor `final`"
+                        "replies[{i}].steps[{j}] has neither `tool`, `tools`, `final` nor `error`"
                     ));
                 }
             }

@@ -127,6 +127,8 @@ pub struct TurnResult {
     pub completed: bool,
     /// Whether an interrupt stopped it.
     pub interrupted: bool,
+    /// Why the model provider failed, when it did (a script's `error:` step).
+    pub error: Option<String>,
 }
 
 /// The agent: the hooks, the tools' settings, and the trace. Cloning shares everything.
@@ -276,6 +278,7 @@ impl Agent {
 
         let mut response: Option<String> = None;
         let mut interrupted = false;
+        let mut error = None;
         for (i, step) in steps.iter().enumerate() {
             if self.interrupt.load(Ordering::SeqCst) {
                 interrupted = true;
@@ -293,6 +296,13 @@ impl Agent {
                 approx_input_tokens: (model_input.len() / 4) as i64,
             };
             self.fire(ApiRequestEvent::HOOK, &api.fields());
+            if let Some(failure) = &step.error {
+                // The request failed: no response, so no post_api_request.
+                self.transcript
+                    .line(session, &format!("[model error: {failure}]"));
+                error = Some(failure.clone());
+                break;
+            }
             let calls = step.calls();
             let finish_reason = if calls.is_empty() {
                 "stop"
@@ -412,6 +422,7 @@ impl Agent {
             response,
             completed,
             interrupted,
+            error,
         }
     }
 
@@ -501,9 +512,46 @@ impl Agent {
             "read_file" => tools::read_file(&session.cwd, args),
             "write_file" => tools::write_file(&session.cwd, args),
             "delegate_task" => self.delegate(session, args),
+            "send_message" => self.send_message(args),
             other => tools::error(&format!(
-                "unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task)"
+                "unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task, send_message)"
             )),
+        }
+    }
+
+    /// `send_message`: `{"target": "<platform>:<chat_id>" | "<chat_id>", "message": ".."}`
+    /// delivers `message` to every connection following that chat (a bare chat id is on
+    /// the gateway's own platform). A message containing `[SILENT]` sends nothing, as the
+    /// reference's boot checklist expects. Only behind `hermes gateway run`.
+    fn send_message(&self, args: &Value) -> String {
+        let (Some(target), Some(message)) = (args["target"].as_str(), args["message"].as_str())
+        else {
+            return tools::error(
+                "send_message needs `target` (\"<platform>:<chat_id>\" or a chat id) and `message`",
+            );
+        };
+        if message.contains("[SILENT]") {
+            return json!({ "sent": false, "reason": "the message is [SILENT]" }).to_string();
+        }
+        let Some(gateway) = &self.gateway else {
+            return tools::error(
+                "send_message works only behind the gateway (`hermes gateway run`)",
+            );
+        };
+        let mut request = json!({ "text": message });
+        match target.split_once(':') {
+            Some((platform, chat_id)) => {
+                request["platform"] = json!(platform);
+                request["chat_id"] = json!(chat_id);
+            }
+            None => request["chat_id"] = json!(target),
+        }
+        match gateway.call("gateway.send", &request) {
+            Ok(answer) => {
+                json!({ "sent": true, "target": target, "delivered": answer["delivered"] })
+                    .to_string()
+            }
+            Err(e) => tools::error(&format!("send_message: {e}")),
         }
     }
 

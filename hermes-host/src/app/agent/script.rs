@@ -14,6 +14,9 @@
 //!           - {tool: write_file, args: {path: out.txt, content: hi}}
 //!       - final: Done.                        # the final answer of the turn
 //!         echo: true                          # append what the model received
+//!   - user: And now?
+//!     steps:
+//!       - error: "401 Unauthorized"           # the provider fails; the turn ends
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -79,6 +82,10 @@ pub struct Step {
     /// final answer, so injected context is visible.
     #[serde(default)]
     pub echo: bool,
+    /// The model provider fails with this message instead of answering (a 401, a
+    /// timeout): the turn ends there, not completed, with this error.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// A tool call the model makes.
@@ -93,6 +100,11 @@ pub struct ToolCall {
 }
 
 impl Step {
+    /// Whether the step says nothing the model would do.
+    pub fn is_empty(&self) -> bool {
+        self.calls().is_empty() && self.final_text.is_none() && !self.echo && self.error.is_none()
+    }
+
     /// The tool calls of this step, in order.
     pub fn calls(&self) -> Vec<ToolCall> {
         let mut calls = Vec::new();
@@ -129,9 +141,9 @@ impl Script {
         let script: Script = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         for (i, turn) in script.turns.iter().enumerate() {
             for (j, step) in turn.steps.iter().enumerate() {
-                if step.calls().is_empty() && step.final_text.is_none() && !step.echo {
+                if step.is_empty() {
                     return Err(format!(
-                        "turns[{i}].steps[{j}] has neither `tool`, `tools` nor `final`"
+                        "turns[{i}].steps[{j}] has neither `tool`, `tools`, `final` nor `error`"
                     ));
                 }
             }

@@ -169,6 +169,23 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
             json!({ "role": "system", "content": "[interrupted]" }),
         );
     }
+    if let Some(error) = &result.error {
+        core.record(
+            &session_id,
+            json!({ "role": "system", "content": format!("[model error: {error}]") }),
+        );
+        core.log.line(&format!(
+            "gateway: the model failed on {} chat {}: {error}",
+            chat.platform, chat.chat_id
+        ));
+        core.reply(
+            chat,
+            message,
+            OutboundKind::Notice,
+            &format!("The model could not answer ({error}). Try again later."),
+            Some(&session_id),
+        );
+    }
     if let Some(answer) = result.response {
         core.reply(
             chat,

@@ -210,6 +210,8 @@ impl Server {
             options,
             log,
         });
+        // Handlers may call back (agent.run_once, ...) from the startup event on.
+        provide_services(&core, &core.agent());
         core.agent().emit(
             "gateway:startup",
             serde_json::json!({ "platforms": [core.options.platform] }),
@@ -253,8 +255,10 @@ impl Server {
     /// gateway hooks deliver what is queued for them and stop once the last turn using them
     /// ends.
     pub fn replace_agent(&self, agent: Agent) -> Arc<Agent> {
+        let agent = Arc::new(agent);
+        provide_services(&self.core, &agent);
         let mut current = self.core.agent.write().unwrap_or_else(|e| e.into_inner());
-        std::mem::replace(&mut *current, Arc::new(agent))
+        std::mem::replace(&mut *current, agent)
     }
 
     /// The agent serving messages now.
@@ -302,6 +306,14 @@ impl Server {
             unflushed_connections,
             hooks,
         }
+    }
+}
+
+/// Lends `agent`'s gateway hooks the gateway's capabilities (see `capabilities`).
+fn provide_services(core: &Arc<Core>, agent: &Agent) {
+    if let Some(gateway) = &agent.gateway {
+        let services: Arc<dyn hermes_host::gateway::GatewayServices> = core.clone();
+        gateway.provide(Arc::downgrade(&services));
     }
 }
 
