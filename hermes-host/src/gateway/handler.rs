@@ -22,7 +22,7 @@ use super::discover::{HandlerSource, HookSpec};
 use super::event::Event;
 use super::process::{HandlerEnv, describe_status, seconds};
 use super::python::{Load, PythonHandler, Starting, Worker};
-use super::services::ServiceSlot;
+use super::services::{HostCallsOf, ServiceSlot};
 use super::{GatewayLog, HookKind, wildcard_prefix};
 use crate::plugins::{Manifest, load_library, register};
 use crate::process;
@@ -314,7 +314,8 @@ impl NativeHandler {
             Field::str("event_type", &event.event_type),
             Field::json("context", context),
         ];
-        let host = HostCalls_TO::from_const(&self.services, TD_Opaque);
+        let services = HostCallsOf(&self.services);
+        let host = HostCalls_TO::from_const(&services, TD_Opaque);
         let view = EventView::new(&event.event_type, &fields, host);
         let prefix = event.event_type.split_once(':').map(|(p, _)| p);
         let exact = self

@@ -68,7 +68,7 @@ use std::time::Duration;
 
 pub use discover::{DEFAULT_TIMEOUT, HandlerSource};
 pub use emit::{DEFAULT_QUEUE_CAPACITY, DROP_WARNING_INTERVAL, ROUTER_IDLE_POLL};
-pub use services::GatewayServices;
+pub use services::{GatewayServices, HostCallsOf};
 
 use crate::home::Home;
 

@@ -141,47 +141,49 @@ fn log_line(hook: &str, record: &serde_json::Value) -> String {
 fn answer_call(message: serde_json::Value, env: &HandlerEnv, link: &Arc<Link>) {
     let id = message["id"].clone();
     let capability = message["call"].as_str().unwrap_or_default().to_string();
-    let reply = move |result: Result<serde_json::Value, String>| {
-        let mut reply = serde_json::json!({ "reply": id });
-        match result {
-            Ok(answer) => reply["ok"] = answer,
-            Err(error) => reply["error"] = serde_json::Value::String(error),
-        }
-        reply.to_string()
-    };
-    if link.calls.fetch_add(1, Ordering::AcqRel) >= MAX_CALLS_IN_FLIGHT {
-        link.calls.fetch_sub(1, Ordering::AcqRel);
-        let _ = link.send(&reply(Err(format!(
-            "{capability}: more than {MAX_CALLS_IN_FLIGHT} calls of this hook are running; wait for one to finish"
-        ))));
-        return;
-    }
     let args = match message.get("args") {
         Some(args @ serde_json::Value::Object(_)) => args.clone(),
         None | Some(serde_json::Value::Null) => serde_json::json!({}),
         Some(_) => {
-            link.calls.fetch_sub(1, Ordering::AcqRel);
-            let _ = link.send(&reply(Err(format!(
-                "{capability}: the arguments must be a JSON object"
-            ))));
+            let why = format!("{capability}: the arguments must be a JSON object");
+            let _ = link.send(&reply_line(&id, Err(why)));
             return;
         }
     };
+    if link.calls.fetch_add(1, Ordering::AcqRel) >= MAX_CALLS_IN_FLIGHT {
+        link.calls.fetch_sub(1, Ordering::AcqRel);
+        let why = format!(
+            "{capability}: more than {MAX_CALLS_IN_FLIGHT} calls of this hook are running; wait for one to finish"
+        );
+        let _ = link.send(&reply_line(&id, Err(why)));
+        return;
+    }
     let services = env.services.clone();
     let thread_link = link.clone();
+    let thread_id = id.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("hermes-hook-{}-call", env.name))
         .spawn(move || {
             let answer = services.call(&capability, &args);
             // A worker that died meanwhile no longer wants the reply.
-            let _ = thread_link.send(&reply(answer));
+            let _ = thread_link.send(&reply_line(&thread_id, answer));
             thread_link.calls.fetch_sub(1, Ordering::AcqRel);
         });
     if let Err(e) = spawned {
         link.calls.fetch_sub(1, Ordering::AcqRel);
-        let error = serde_json::json!({ "reply": message["id"], "error": format!("cannot start a thread for the call: {e}") });
-        let _ = link.send(&error.to_string());
+        let why = format!("cannot start a thread for the call: {e}");
+        let _ = link.send(&reply_line(&id, Err(why)));
     }
+}
+
+/// `{"reply": id, "ok": answer}` or `{"reply": id, "error": message}`.
+fn reply_line(id: &serde_json::Value, result: Result<serde_json::Value, String>) -> String {
+    let mut reply = serde_json::json!({ "reply": id });
+    match result {
+        Ok(answer) => reply["ok"] = answer,
+        Err(error) => reply["error"] = serde_json::Value::String(error),
+    }
+    reply.to_string()
 }
 
 impl Worker {

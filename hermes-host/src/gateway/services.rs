@@ -77,7 +77,37 @@ impl ServiceSlot {
     }
 }
 
-impl HostCalls for ServiceSlot {
+impl GatewayServices for ServiceSlot {
+    fn call(&self, capability: &str, args: &Value) -> Result<Value, String> {
+        ServiceSlot::call(self, capability, args)
+    }
+}
+
+/// Offers a [`GatewayServices`] to native callbacks as the ABI's `HostCalls`: the
+/// arguments must be a JSON object (else an error naming the capability), and the answer
+/// or the error crosses back as text. Every host-side capability set goes through here, so
+/// they all check arguments alike.
+///
+/// ```
+/// use hermes_host::gateway::{GatewayServices, HostCallsOf};
+/// use hermes_hooks_abi::core::HostCalls;
+/// use hermes_hooks_abi::abi_stable::std_types::RStr;
+/// use serde_json::Value;
+///
+/// struct Echo;
+/// impl GatewayServices for Echo {
+///     fn call(&self, _capability: &str, args: &Value) -> Result<Value, String> {
+///         Ok(args.clone())
+///     }
+/// }
+/// let host = HostCallsOf(&Echo);
+/// let answer = host.call(RStr::from("echo"), RStr::from(r#"{"a":1}"#)).into_result();
+/// assert_eq!(answer.map(|a| a.into_string()), Ok(r#"{"a":1}"#.to_string()));
+/// assert!(host.call(RStr::from("echo"), RStr::from("[1]")).into_result().is_err());
+/// ```
+pub struct HostCallsOf<'a>(pub &'a dyn GatewayServices);
+
+impl HostCalls for HostCallsOf<'_> {
     fn call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString> {
         let args: Value = match serde_json::from_str(args_json.as_str()) {
             Ok(v @ Value::Object(_)) => v,
@@ -87,7 +117,7 @@ impl HostCalls for ServiceSlot {
                 );
             }
         };
-        match ServiceSlot::call(self, capability.as_str(), &args) {
+        match self.0.call(capability.as_str(), &args) {
             Ok(answer) => RResult::ROk(answer.to_string().into()),
             Err(message) => RResult::RErr(message.into()),
         }
@@ -129,7 +159,7 @@ mod tests {
     #[test]
     fn host_calls_reject_arguments_that_are_not_an_object() {
         let slot = ServiceSlot::default();
-        let answer = HostCalls::call(&slot, RStr::from("x"), RStr::from("[1]"));
+        let answer = HostCallsOf(&slot).call(RStr::from("x"), RStr::from("[1]"));
         assert!(
             answer
                 .into_result()

@@ -19,8 +19,6 @@
 //! | `gateway.runtime` | `{}` | the provider keyword arguments a Python `AIAgent` takes: `{"provider", "base_url", "api_key", "api_mode"}` |
 //! | `gateway.send` | `{"platform"?, "chat_id", "text"}` | as above; `platform` defaults to the gateway's |
 
-use abi_stable::std_types::{RResult, RStr, RString};
-use hermes_hooks_abi::core::HostCalls;
 use serde_json::{Value, json};
 
 use super::Core;
@@ -28,31 +26,20 @@ use super::wire::{Outbound, OutboundKind, session_key};
 use crate::app::agent::Session;
 use hermes_host::gateway::GatewayServices;
 
-/// The host side of the capability handles, for one firing.
+/// The host side of the capability handles, for one firing (offered to callbacks through
+/// [`HostCallsOf`](hermes_host::gateway::HostCallsOf)).
 pub(crate) struct Capabilities<'a> {
     pub(crate) core: &'a Core,
 }
 
-impl HostCalls for Capabilities<'_> {
-    fn call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString> {
-        let args: Value = match serde_json::from_str(args_json.as_str()) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return RResult::RErr(
-                    format!("{capability}: the arguments must be a JSON object").into(),
-                );
-            }
-        };
-        let answer = match capability.as_str() {
-            "gateway.send" => self.send(&args),
-            "session.append" => self.append(&args),
+impl GatewayServices for Capabilities<'_> {
+    fn call(&self, capability: &str, args: &Value) -> Result<Value, String> {
+        match capability {
+            "gateway.send" => self.send(args),
+            "session.append" => self.append(args),
             other => Err(format!(
                 "unknown capability '{other}': pre_gateway_dispatch offers gateway.send and session.append"
             )),
-        };
-        match answer {
-            Ok(value) => RResult::ROk(value.to_string().into()),
-            Err(message) => RResult::RErr(message.into()),
         }
     }
 }

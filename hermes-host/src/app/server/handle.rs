@@ -27,6 +27,7 @@ use super::capabilities::Capabilities;
 use super::commands;
 use super::sessions::{Chat, Job, Live, end_session};
 use super::wire::{Inbound, Outbound, OutboundKind};
+use hermes_host::gateway::HostCallsOf;
 use hermes_host::registry::{DispatchVerdict, Outcome};
 
 /// Runs one job of `chat`. `live` is the chat's session (taken out of the chat while the
@@ -111,7 +112,8 @@ fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> Dispatch
     let started = Instant::now();
     let agent = core.agent();
     let registry = &agent.registry;
-    let verdict = registry.pre_gateway_dispatch(&event, &Capabilities { core });
+    let capabilities = Capabilities { core };
+    let verdict = registry.pre_gateway_dispatch(&event, &HostCallsOf(&capabilities));
     let callbacks = registry.entries(GatewayDispatchEvent::HOOK).len();
     agent.tracer.fired(
         GatewayDispatchEvent::HOOK,

@@ -5,9 +5,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RResult, RStr, RString};
 use anyhow::{Context, bail};
-use hermes_hooks_abi::core::{HostCalls, HostCalls_TO};
+use hermes_hooks_abi::core::HostCalls_TO;
+use hermes_host::gateway::{GatewayServices, HostCallsOf};
 use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::plugins::{HOST_ABI_VERSION, Manifest, PluginReport};
@@ -533,7 +533,8 @@ fn fire(
     // but recorded instead of carried out: there is no gateway here to deliver to.
     let capabilities = DryRunCapabilities::default();
     let fields = owned.fields();
-    let host = HostCalls_TO::from_const(&capabilities, TD_Opaque);
+    let offered = HostCallsOf(&capabilities);
+    let host = HostCalls_TO::from_const(&offered, TD_Opaque);
     let outcome = registry.fire_with(hook, &fields, host);
     let calls = capabilities.calls();
     let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
@@ -599,34 +600,30 @@ impl DryRunCapabilities {
     }
 }
 
-impl HostCalls for DryRunCapabilities {
-    fn call(&self, capability: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, RString> {
-        let args: serde_json::Value = match serde_json::from_str(args_json.as_str()) {
-            Ok(v @ serde_json::Value::Object(_)) => v,
-            _ => {
-                return RResult::RErr(
-                    format!("{capability}: the arguments must be a JSON object").into(),
-                );
-            }
-        };
-        let required: &[&str] = match capability.as_str() {
+impl GatewayServices for DryRunCapabilities {
+    fn call(
+        &self,
+        capability: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let required: &[&str] = match capability {
             "gateway.send" => &["platform", "chat_id", "text"],
             "session.append" => &["session_key"],
             other => {
-                return RResult::RErr(
-                    format!("unknown capability '{other}': pre_gateway_dispatch offers gateway.send and session.append").into(),
-                );
+                return Err(format!(
+                    "unknown capability '{other}': pre_gateway_dispatch offers gateway.send and session.append"
+                ));
             }
         };
         if let Some(missing) = required.iter().find(|k| !args[**k].is_string()) {
-            return RResult::RErr(format!("{capability}: `{missing}` must be a string").into());
+            return Err(format!("{capability}: `{missing}` must be a string"));
         }
-        if capability.as_str() == "session.append" && !args["entry"].is_object() {
-            return RResult::RErr("session.append: `entry` must be a JSON object".into());
+        if capability == "session.append" && !args["entry"].is_object() {
+            return Err("session.append: `entry` must be a JSON object".into());
         }
         if let Ok(mut calls) = self.0.lock() {
-            calls.push((capability.to_string(), args));
+            calls.push((capability.to_string(), args.clone()));
         }
-        RResult::ROk(json!({ "dry_run": true }).to_string().into())
+        Ok(json!({ "dry_run": true }))
     }
 }
