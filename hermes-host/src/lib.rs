@@ -13,6 +13,8 @@
 //! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
 //!   or `handler.py` handler) and delivers events to them without blocking the caller;
 //! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
+//! - [`trust`] decides whether a file may run as the user (confinement to its directory,
+//!   plain plugin names, ownership and permissions as sshd's `StrictModes`);
 //! - [`testing`] loads a built plugin into a host with a temporary home, for the plugin's
 //!   own tests.
 //!
@@ -75,3 +77,4 @@ pub mod schema;
 pub mod shell;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trust;

@@ -35,3 +35,6 @@ mod http_hooks;
 mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.
 mod docs;
+// Files the host refuses: libraries outside their directory, names that are not plain,
+// files others can write or own.
+mod trust;

@@ -28,6 +28,7 @@ use yaml_serde::Value;
 
 use crate::home::yaml_type_name;
 use crate::plugins::library_file;
+use crate::trust::{self, Policy, Role};
 
 /// How long one handler call may take unless `HOOK.yaml` says `timeout:`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -65,6 +66,9 @@ pub struct HookSpec {
     pub timeout: Duration,
     /// `config:`, as JSON (`{}` when absent): the hook's own settings.
     pub config: serde_json::Value,
+    /// Ownership and permission problems `hooks.strict_permissions: false` let through
+    /// (see [`trust`](crate::trust)).
+    pub warnings: Vec<String>,
 }
 
 /// What became of one directory under the hooks directory.
@@ -89,7 +93,9 @@ pub struct Skip {
     pub line: Option<String>,
 }
 
-/// Reads every directory under `hooks_dir`, in sorted order.
+/// Reads every directory under `hooks_dir`, in sorted order. A hook whose directory or
+/// handler others can write (see [`trust`](crate::trust)) is skipped with its reason, or,
+/// with a lenient `policy`, found with a warning.
 ///
 /// ```
 /// use hermes_host::gateway::discover::{scan, DirOutcome};
@@ -97,18 +103,48 @@ pub struct Skip {
 /// std::fs::create_dir(dir.path().join("x")).unwrap();
 /// std::fs::write(dir.path().join("x/HOOK.yaml"), "events: [agent:start]\n").unwrap();
 /// std::fs::write(dir.path().join("x/handler.py"), "def handle(e, c): pass\n").unwrap();
-/// match &scan(dir.path())[0] {
+/// match &scan(dir.path(), &hermes_host::trust::Policy::STRICT)[0] {
 ///     DirOutcome::Found(spec) => assert_eq!((spec.name.as_str(), spec.events_repr.as_str()), ("x", "['agent:start']")),
 ///     DirOutcome::Skipped(skip) => panic!("{skip:?}"),
 /// }
 /// ```
-pub fn scan(hooks_dir: &Path) -> Vec<DirOutcome> {
+pub fn scan(hooks_dir: &Path, policy: &Policy) -> Vec<DirOutcome> {
     // Handlers run in their own directory, so every path handed on must be absolute.
     let hooks_dir = std::path::absolute(hooks_dir).unwrap_or_else(|_| hooks_dir.to_path_buf());
     crate::home::sorted_subdirs(&hooks_dir)
         .into_iter()
-        .map(|(name, dir)| read_dir(&name, &dir))
+        .map(|(name, dir)| match read_dir(&name, &dir) {
+            DirOutcome::Found(spec) => trusted(&hooks_dir, spec, policy),
+            skipped => skipped,
+        })
         .collect()
+}
+
+/// The ownership and permission check of everything from the home down to the handler.
+fn trusted(hooks_dir: &Path, mut spec: HookSpec, policy: &Policy) -> DirOutcome {
+    let handler = match &spec.source {
+        HandlerSource::Native(p) | HandlerSource::Executable(p) | HandlerSource::Python(p) => p,
+    };
+    let mut paths: Vec<(&Path, Role)> = Vec::new();
+    paths.extend(hooks_dir.parent().map(|home| (home, Role::Root)));
+    paths.push((hooks_dir, Role::Root));
+    paths.push((&spec.dir, Role::GatewayHookDir));
+    paths.push((handler, Role::GatewayHandler));
+    match policy.check(&paths) {
+        Ok(warnings) => {
+            spec.warnings = warnings;
+            DirOutcome::Found(spec)
+        }
+        Err(reason) => DirOutcome::Skipped(Skip {
+            line: Some(format!(
+                "[hooks] Error loading hook {}: {reason}",
+                spec.dir_name
+            )),
+            dir: spec.dir,
+            name: Some(spec.name),
+            reason,
+        }),
+    }
 }
 
 fn read_dir(dir_name: &str, dir: &Path) -> DirOutcome {
@@ -240,6 +276,7 @@ fn read_dir(dir_name: &str, dir: &Path) -> DirOutcome {
         source,
         timeout,
         config,
+        warnings: Vec::new(),
     })
 }
 
@@ -249,7 +286,9 @@ fn read_dir(dir_name: &str, dir: &Path) -> DirOutcome {
 /// an executable-looking `handler` is not executable.
 fn find_handler(dir: &Path, library: Option<&str>) -> Result<Option<HandlerSource>, String> {
     if let Some(library) = library.filter(|l| !l.trim().is_empty()) {
-        return Ok(Some(HandlerSource::Native(dir.join(library))));
+        let path = trust::confine(dir, "library", library)
+            .map_err(|why| format!("{}: {why}", dir.join("HOOK.yaml").display()))?;
+        return Ok(Some(HandlerSource::Native(path)));
     }
     let mut files: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {

@@ -185,6 +185,8 @@ pub struct LoadedHook {
     pub handler: PathBuf,
     /// How long one call may take (not enforced for native handlers).
     pub timeout: Duration,
+    /// Ownership and permission problems `hooks.strict_permissions: false` let through.
+    pub warnings: Vec<String>,
 }
 
 /// A directory under the hooks directory that did not load.
@@ -336,7 +338,8 @@ impl GatewayHooks {
         plugin_handlers: Vec<crate::plugins::GatewayHandler>,
     ) -> GatewayHooks {
         let hooks_dir = home.hooks_dir();
-        let outcomes = discover::scan(&hooks_dir);
+        let policy = crate::trust::Policy::from_config(&home.load_config().0);
+        let outcomes = discover::scan(&hooks_dir, &policy);
         let links = handler::Links {
             services: services::ServiceSlot::default(),
             log: log.clone(),
@@ -381,6 +384,12 @@ impl GatewayHooks {
                         for warning in &warnings {
                             log.line(warning);
                         }
+                        for warning in &spec.warnings {
+                            log.line(&format!(
+                                "[hooks] Warning for hook {}: {warning}",
+                                spec.name
+                            ));
+                        }
                         log.line(&format!(
                             "[hooks] Loaded hook '{}' for events: {}",
                             spec.name, spec.events_repr
@@ -393,6 +402,7 @@ impl GatewayHooks {
                             kind: handler::kind_of(&spec.source),
                             handler: handler::path_of(&spec.source).to_path_buf(),
                             timeout: spec.timeout,
+                            warnings: spec.warnings.clone(),
                         });
                         ready.push(emit::Ready {
                             name: spec.name,
@@ -442,6 +452,7 @@ impl GatewayHooks {
                 kind: HookKind::Native,
                 handler: library,
                 timeout: Duration::ZERO,
+                warnings: Vec::new(),
             });
             ready.push(emit::Ready {
                 name: plugin,

@@ -6,6 +6,7 @@ use hermes_hooks_abi::sdk::statics::{StaticPlugin, static_plugins};
 
 use super::manifest::{Manifest, manifest_path};
 use crate::home::{Config, Home};
+use crate::trust::{self, Policy, Role};
 
 /// Where plugins are looked for, resolved by the caller.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +30,11 @@ pub struct Candidate {
     pub status: Status,
     /// For a plugin linked into this binary (no library to load), its registration.
     pub linked: Option<&'static StaticPlugin>,
+    /// Ownership and permission problems let through by `hooks.strict_permissions: false`
+    /// (see [`trust`](crate::trust)); with the default policy they are a [`Status::Skipped`].
+    pub warnings: Vec<String>,
+    /// The directory the scan started from (`plugins/` of the home, or the project's).
+    root: PathBuf,
 }
 
 impl Candidate {
@@ -47,6 +53,9 @@ pub enum Status {
     Enabled,
     /// Not loaded, and why (the reference's texts).
     Skipped(String),
+    /// Enabled but refused for what its files are (a name that is not plain, a library
+    /// outside its directory, files others can write), and why: a warning at load.
+    Refused(String),
 }
 
 /// Scans the user and project plugin directories in sorted order, one level of category
@@ -82,6 +91,8 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
                 manifest,
                 status: Status::Enabled,
                 linked: None,
+                warnings: Vec::new(),
+                root: source.clone(),
             };
             match found.iter_mut().find(|c| c.key == key) {
                 Some(existing) => *existing = candidate,
@@ -113,21 +124,26 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
             at,
             Candidate {
                 key,
+                root: home.plugins_dir(),
                 dir,
                 manifest,
                 status: Status::Enabled,
                 linked: Some(plugin),
+                warnings: Vec::new(),
             },
         );
     }
     let enabled = config.plugins_enabled();
     let disabled = config.plugins_disabled();
+    let policy = Policy::from_config(config);
     let mut names_seen: Vec<(String, PathBuf)> = Vec::new();
     for c in &mut found {
         let name = c.name().to_string();
         let listed = |list: &[String]| list.iter().any(|n| *n == c.key || *n == name);
         c.status = if let Err(e) = &c.manifest {
             Status::Skipped(e.clone())
+        } else if let Err(why) = plain_names(c) {
+            Status::Refused(why)
         } else if listed(&disabled) {
             Status::Skipped("disabled via config".into())
         } else if !enabled.as_deref().is_some_and(listed) {
@@ -143,13 +159,53 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
                 first.join("plugin.yaml").display()
             ))
         } else {
-            Status::Enabled
+            match trusted(c, &policy) {
+                Ok(warnings) => {
+                    c.warnings = warnings;
+                    Status::Enabled
+                }
+                Err(why) => Status::Refused(why),
+            }
         };
         if c.status == Status::Enabled {
             names_seen.push((name, c.dir.clone()));
         }
     }
     found
+}
+
+/// The manifest name and every directory name of the key must be plain: a name is where a
+/// plugin installs (`plugins/<name>/`) and how `config.yaml` refers to it.
+fn plain_names(c: &Candidate) -> Result<(), String> {
+    let manifest = manifest_path(&c.dir).unwrap_or_else(|| c.dir.join("plugin.yaml"));
+    let names = std::iter::once(c.name()).chain(c.key.split('/'));
+    for name in names {
+        trust::plugin_name(name).map_err(|why| format!("{}: {why}", manifest.display()))?;
+    }
+    Ok(())
+}
+
+/// Library confinement, then ownership and permissions of everything from the home down to
+/// the library. A plugin linked into this binary has no files to check.
+fn trusted(c: &Candidate, policy: &Policy) -> Result<Vec<String>, String> {
+    let (Ok(manifest), None) = (&c.manifest, c.linked) else {
+        return Ok(Vec::new());
+    };
+    let plugin_yaml = manifest_path(&c.dir).unwrap_or_else(|| c.dir.join("plugin.yaml"));
+    let library = trust::confine(&c.dir, "library", &manifest.library)
+        .map_err(|why| format!("{}: {why}", plugin_yaml.display()))?;
+    let mut paths: Vec<(&Path, Role)> = Vec::new();
+    if let Some(home) = c.root.parent() {
+        paths.push((home, Role::Root));
+    }
+    paths.push((&c.root, Role::Root));
+    let category = c.dir.parent().filter(|p| *p != c.root);
+    paths.extend(category.map(|p| (p, Role::Root)));
+    paths.push((&c.dir, Role::PluginDir));
+    paths.push((&library, Role::PluginLibrary));
+    policy
+        .check(&paths)
+        .map_err(|why| format!("plugin '{}' not loaded: {why}", c.name()))
 }
 
 /// `(key, dir)` of every plugin directory under `root`, sorted, categories one level deep.

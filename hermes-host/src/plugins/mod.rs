@@ -36,6 +36,8 @@ pub struct PluginReport {
     pub library: Option<PathBuf>,
     /// `None` when loaded; otherwise why not.
     pub error: Option<String>,
+    /// Problems with its files that `hooks.strict_permissions: false` let through.
+    pub warnings: Vec<String>,
     /// The plugin hooks it registered, in order.
     pub hooks: Vec<String>,
     /// Hook names it registered that this host does not know.
@@ -127,6 +129,7 @@ pub fn load_all(
                 .ok()
                 .filter(|_| candidate.linked.is_none())
                 .map(|m| candidate.dir.join(&m.library)),
+            warnings: candidate.warnings.clone(),
             error: None,
             hooks: Vec::new(),
             unknown_hooks: Vec::new(),
@@ -141,7 +144,7 @@ pub fn load_all(
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
-            (Status::Skipped(why), Err(_)) => {
+            (Status::Skipped(why) | Status::Refused(why), Err(_)) | (Status::Refused(why), _) => {
                 tracing::warn!("{why}");
                 entry.error = Some(why.clone());
                 report.plugins.push(entry);
@@ -156,6 +159,9 @@ pub fn load_all(
                 continue;
             }
         };
+        for warning in &entry.warnings {
+            tracing::warn!("plugin '{}': {warning}", entry.name);
+        }
         let path = candidate.dir.join(&manifest.library);
         entry.isolation = match isolation_of(config, &manifest.name, manifest.isolation) {
             Ok(isolation) => isolation,

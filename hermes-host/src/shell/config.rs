@@ -195,6 +195,17 @@ pub fn parse(config: &Config) -> ParsedHooks {
     };
     let valid = hermes_hooks_abi::hooks::names_sorted();
     for (key, entries) in hooks {
+        // Not an event: the permission policy of every loader (see `trust`).
+        if key.as_str() == Some(crate::trust::STRICT_PERMISSIONS_KEY) {
+            if !entries.is_bool() {
+                out.warn(format!(
+                    "hooks.{} must be true or false; got {}, so permissions stay strict",
+                    crate::trust::STRICT_PERMISSIONS_KEY,
+                    yaml_type_name(entries)
+                ));
+            }
+            continue;
+        }
         let event = match key {
             Value::String(s) if valid.contains(&s.as_str()) => s.clone(),
             other => {

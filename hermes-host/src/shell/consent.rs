@@ -21,7 +21,11 @@
 //! `shell-hooks-allowlist.json.lock`, written to a unique temporary file in the same
 //! directory (mode 0600) and renamed over the old file, so concurrent approvers in threads
 //! or processes never lose an entry and a reader never sees half a file. A file that cannot
-//! be read or parsed counts as empty, with a warning. Keys are written sorted, with an indent
+//! be read or parsed counts as empty, with a warning saying how to repair it, so nothing
+//! unapproved runs; the next approval sets the broken file aside as
+//! `shell-hooks-allowlist.json.corrupt` rather than overwrite it. A file that group or others
+//! can write, or that another user owns, counts as empty too, whatever
+//! `hooks.strict_permissions` says: approvals someone else can add are no approvals. Keys are written sorted, with an indent
 //! of two, as Python's `json.dumps(indent=2, sort_keys=True)` writes them; unknown top-level
 //! keys are kept.
 //!
@@ -150,6 +154,16 @@ impl Allowlist {
             m.insert("approvals".into(), Value::Array(Vec::new()));
             m
         };
+        if let Some(finding) = crate::trust::inspect(&self.path, crate::trust::Role::Allowlist) {
+            let message = format!(
+                "{}: another user could add approvals to it; treating the shell hook allowlist as empty, so no shell hook runs until approved again. Run `{}`, or approve the hooks again, which sets this file aside as {}",
+                finding.what(),
+                finding.fix(),
+                self.corrupt_path().display()
+            );
+            tracing::warn!("{message}");
+            return (empty(), Some(message));
+        }
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return (empty(), None),
@@ -191,11 +205,21 @@ impl Allowlist {
 
     fn corrupt(&self, what: &str) -> String {
         let message = format!(
-            "{}: {what}; treating the shell hook allowlist as empty",
-            self.path.display()
+            "{}: {what}; treating the shell hook allowlist as empty, so no shell hook runs until approved again. \
+             To repair it, fix the JSON by hand, or approve the hooks again (`hermes hooks allow`, or \
+             --accept-hooks), which sets the broken file aside as {}",
+            self.path.display(),
+            self.corrupt_path().display()
         );
         tracing::warn!("{message}");
         message
+    }
+
+    /// Where a corrupt or untrusted allowlist is moved before a new one is written.
+    pub fn corrupt_path(&self) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".corrupt");
+        self.path.with_file_name(name)
     }
 
     /// Every well-formed approval, in file order.
@@ -299,7 +323,17 @@ impl Allowlist {
                 return Err(fail(err, &lock_path));
             }
         }
-        let (mut data, _) = self.load();
+        let (mut data, warning) = self.load();
+        if warning.is_some() && self.path.exists() {
+            // Never overwrite what could not be read: it may hold approvals worth recovering.
+            let aside = self.corrupt_path();
+            std::fs::rename(&self.path, &aside).map_err(|e| fail(e, &self.path))?;
+            tracing::warn!(
+                "moved the unreadable shell hook allowlist {} to {}; recover approvals from it by hand if needed",
+                self.path.display(),
+                aside.display()
+            );
+        }
         let out = change(&mut data);
         let text = dumps(
             &Value::Object(data),
@@ -566,9 +600,18 @@ mod tests {
         let warning = warning.unwrap();
         assert!(
             warning.contains("not valid JSON")
-                && warning.ends_with("treating the shell hook allowlist as empty"),
+                && warning.contains("treating the shell hook allowlist as empty")
+                && warning.contains("fix the JSON by hand"),
             "{warning}"
         );
+        // Approving again sets the broken file aside instead of overwriting it.
+        list.approve("pre_tool_call", "true").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(list.corrupt_path()).unwrap(),
+            "{not json"
+        );
+        assert!(list.load().1.is_none());
+        assert_eq!(list.approvals().len(), 1);
         std::fs::write(list.path(), "[1]").unwrap();
         assert!(
             list.load()
@@ -578,6 +621,29 @@ mod tests {
         );
         std::fs::write(list.path(), "\u{feff}{\"approvals\": []}").unwrap();
         assert!(list.load().1.is_none(), "a UTF-8 BOM is tolerated");
+    }
+
+    #[test]
+    fn an_allowlist_others_can_write_approves_nothing_until_rewritten_privately() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, list) = list();
+        list.approve("pre_tool_call", "true").unwrap();
+        std::fs::set_permissions(list.path(), std::fs::Permissions::from_mode(0o606)).unwrap();
+        assert!(list.entry_for("pre_tool_call", "true").is_none());
+        let warning = list.load().1.unwrap();
+        assert!(
+            warning.contains("writable by others") && warning.contains("chmod go-w"),
+            "{warning}"
+        );
+        list.approve("pre_tool_call", "false").unwrap();
+        let mode = std::fs::metadata(list.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(list.entry_for("pre_tool_call", "false").is_some());
+        assert!(
+            list.entry_for("pre_tool_call", "true").is_none(),
+            "an approval from the untrusted file is not carried over"
+        );
+        assert!(list.corrupt_path().exists());
     }
 
     #[test]

@@ -61,6 +61,7 @@ use wire::{Decision, Stdout};
 
 use crate::home::{Config, Home};
 use crate::registry::{Callback, ExternalHook, HookResult, Registry, Source, Subprocess};
+use crate::trust::{Policy, Role};
 
 /// How to treat a configured hook that is not yet approved.
 pub enum Consent<'a> {
@@ -134,6 +135,7 @@ pub fn register_from_config(
         }
     };
     let allowlist = Allowlist::new(home);
+    let policy = Policy::from_config(config);
     for spec in parsed.specs {
         let identity = identity(home, &spec);
         let already = registry
@@ -145,6 +147,16 @@ pub fn register_from_config(
             });
         if already {
             continue;
+        }
+        // Before consent: approving a file someone else can rewrite approves nothing.
+        match script_trust(&spec, &policy) {
+            Ok(warnings) => warnings
+                .into_iter()
+                .for_each(|w| report.warn(format!("shell hook for {}: {w}", spec.event))),
+            Err(refusal) => {
+                report.warn(refusal);
+                continue;
+            }
         }
         let current = script::sha256(&spec.command);
         let pin = match allowlist.entry_for(&spec.event, &spec.command) {
@@ -198,11 +210,50 @@ pub fn register_from_config(
             spec.matcher.as_ref().map_or("None", |m| m.as_str()),
             spec.timeout
         );
-        let hook = ShellHook::new(spec.clone(), pin, identity);
+        let hook = ShellHook::new(spec.clone(), pin, identity, policy);
         registry.add_external(&spec.event, Source::Shell, spec.label(), Arc::new(hook));
         report.registered.push(spec);
     }
     report
+}
+
+/// The ownership and permission check of a shell hook's script and the directory holding
+/// it (see [`trust`](crate::trust)); a URL hook has no file to check. `Ok` with the
+/// warnings a lenient policy lets through; `Err` with the line saying the hook is not run.
+///
+/// # Errors
+///
+/// `shell hook for <event> (<command>) not run: <file> ... is writable by ...; run ...`.
+///
+/// ```
+/// use std::os::unix::fs::PermissionsExt;
+/// use hermes_host::{shell::{script_trust, ShellHookSpec}, trust::Policy};
+/// let dir = tempfile::tempdir().unwrap();
+/// let script = dir.path().join("guard.sh");
+/// std::fs::write(&script, "#!/bin/sh\n").unwrap();
+/// std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o757)).unwrap();
+/// let spec = ShellHookSpec::new("pre_tool_call", &format!("sh {}", script.display()));
+/// let refusal = script_trust(&spec, &Policy::STRICT).unwrap_err();
+/// assert!(refusal.contains("not run") && refusal.contains("chmod go-w"), "{refusal}");
+/// ```
+pub fn script_trust(spec: &ShellHookSpec, policy: &Policy) -> Result<Vec<String>, String> {
+    if spec.http.is_some() {
+        return Ok(Vec::new());
+    }
+    let Some(script) = script::resolved_path(&spec.command) else {
+        return Ok(Vec::new());
+    };
+    let mut paths = Vec::new();
+    if let Some(dir) = script.parent().filter(|d| !d.as_os_str().is_empty()) {
+        paths.push((dir, Role::ShellScriptDir));
+    }
+    paths.push((script.as_path(), Role::ShellScript));
+    policy.check(&paths).map_err(|why| {
+        format!(
+            "shell hook for {} ({}) not run: {why}",
+            spec.event, spec.command
+        )
+    })
 }
 
 /// Records an approval; a failed write is a warning and the approval holds for this run.
@@ -283,10 +334,12 @@ pub struct ShellHook {
     persistent: Option<persistent::Persistent>,
     /// The kept-alive connections of a `url:` hook.
     client: Option<http::Client>,
+    /// `hooks.strict_permissions` when registered; the script is checked again per firing.
+    policy: Policy,
 }
 
 impl ShellHook {
-    fn new(spec: ShellHookSpec, pin: Pin, identity: String) -> ShellHook {
+    fn new(spec: ShellHookSpec, pin: Pin, identity: String, policy: Policy) -> ShellHook {
         let script = script::resolved_path(&spec.command);
         let persistent = spec
             .persistent
@@ -299,6 +352,7 @@ impl ShellHook {
             identity,
             persistent,
             client,
+            policy,
         }
     }
 
@@ -344,6 +398,14 @@ impl ExternalHook for ShellHook {
                 Ok(refusal.map(|d| d.to_reply())),
                 vec![changed_warning(spec)],
             );
+        }
+        // The script's modes can change after registration as its content can; a lenient
+        // policy warned once at registration and is not repeated per firing.
+        if self.policy.strict
+            && let Err(refusal) = script_trust(spec, &self.policy)
+        {
+            let decision = fail_closed(spec, "its script fails the ownership and permission check");
+            return (Ok(decision.map(|d| d.to_reply())), vec![refusal]);
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {

@@ -140,6 +140,9 @@ fn hooks_text(hooks: &GatewayHooks) -> String {
             let _ = writeln!(out, "      {}", hook.description);
         }
         let _ = writeln!(out, "      handler: {}", hook.handler.display());
+        for warning in &hook.warnings {
+            let _ = writeln!(out, "      warning: {warning}");
+        }
     }
     if !hooks.skipped().is_empty() {
         out.push_str("\nNot loaded:\n");
@@ -168,6 +171,7 @@ fn loaded_json(hook: &LoadedHook) -> serde_json::Value {
         "kind": hook.kind.as_str(),
         "handler": hook.handler,
         "timeout_secs": hook.timeout.as_secs_f64(),
+        "warnings": hook.warnings,
     })
 }
 

@@ -16,6 +16,7 @@ use hermes_host::registry::FiringRecord;
 use hermes_host::shell::consent::{Allowlist, Approval};
 use hermes_host::shell::spawn::RunResult;
 use hermes_host::shell::{self, Evaluation, ShellHookSpec, config, script};
+use hermes_host::trust::Policy;
 use serde_json::{Map, Value, json};
 
 use crate::app::agent::trace::describe;
@@ -507,13 +508,14 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         println!("Checking {} configured shell hook(s)...\n", specs.len());
     }
     let allowlist = Allowlist::new(&settings.home);
+    let policy = Policy::from_config(&load_config(settings));
     let mut problems = 0;
     let mut reports = Vec::new();
     for spec in &specs {
         if !as_json {
             println!("  [{}] {}", spec.event, spec.command);
         }
-        let checks = doctor_one(spec, &allowlist);
+        let checks = doctor_one(spec, &allowlist, &policy);
         problems += checks.iter().filter(|c| c.problem).count();
         if as_json {
             let checks: Vec<Value> = checks
@@ -560,7 +562,7 @@ fn problem(line: impl Into<String>) -> Check {
     }
 }
 
-fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
+fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist, policy: &Policy) -> Vec<Check> {
     let mut checks = Vec::new();
     let executable = match &spec.http {
         Some(http) => {
@@ -594,6 +596,17 @@ fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
             executable
         }
     };
+    let mut refused = false;
+    // Silent when all is well, so the report stays the reference's line for line.
+    if spec.http.is_none() {
+        match shell::script_trust(spec, policy) {
+            Ok(warnings) => checks.extend(warnings.iter().map(|w| problem(format!("⚠ {w}")))),
+            Err(refusal) => {
+                refused = true;
+                checks.push(problem(format!("✗ {refusal}")));
+            }
+        }
+    }
     let entry = allowlist.entry_for(&spec.event, &spec.command);
     match &entry {
         Some(e) => checks.push(ok(format!("✓ allowlisted (approved {})", e.approved_at.as_deref().unwrap_or("?")))),
@@ -634,6 +647,10 @@ fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist) -> Vec<Check> {
     } else if changed {
         checks.push(ok(
             "ℹ skipped JSON smoke test — script changed since approval. Re-approve it first, then re-run `hermes hooks doctor`.",
+        ));
+    } else if refused {
+        checks.push(ok(
+            "ℹ skipped JSON smoke test — the script fails the permission check. Fix its mode or owner first, then re-run `hermes hooks doctor`.",
         ));
     } else if executable {
         let kwargs =

@@ -110,6 +110,9 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         if p.linked_static {
             println!("      static: linked into this binary");
         }
+        for warning in &p.warnings {
+            println!("      warning: {warning}");
+        }
         if p.isolation == hermes_host::plugins::Isolation::Process {
             match &p.worker {
                 Some(worker) => println!("      isolation: process ({})", worker_status(worker)),
@@ -158,6 +161,7 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "library": p.library,
         "enabled": p.loaded(),
         "error": p.error,
+        "warnings": p.warnings,
         "hooks": p.hooks,
         "unknown_hooks": p.unknown_hooks,
         "abi_version": p.abi_version,
@@ -304,11 +308,16 @@ fn install(
         );
     }
     let manifest = Manifest::read(crate_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !plain_name(&manifest.name) {
+    if let Err(why) = hermes_host::trust::plugin_name(&manifest.name) {
+        bail!("{}: {why}", crate_dir.join("plugin.yaml").display());
+    }
+    let dest = home.plugins_dir().join(&manifest.name);
+    // Everything below writes inside plugins/<name>/ and nowhere else: not through a
+    // symlinked plugin directory, and (see `replace_file`) not through a symlinked file.
+    if dest.is_symlink() {
         bail!(
-            "{}: plugin name '{}' is not a plain name; use letters, digits, '-' and '_' only, so the plugin installs into plugins/<name>/",
-            crate_dir.join("plugin.yaml").display(),
-            manifest.name
+            "{} is a symbolic link; `plugins install` writes only inside plugins/<name>/ itself. Remove the link (or install by hand into where it points) and run install again",
+            dest.display()
         );
     }
     let library = build_cdylib(crate_dir, debug)?;
@@ -323,7 +332,6 @@ fn install(
             manifest.library
         );
     }
-    let dest = home.plugins_dir().join(&manifest.name);
     std::fs::create_dir_all(&dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let manifest_src = std::fs::read_to_string(crate_dir.join("plugin.yaml"))
         .or_else(|_| std::fs::read_to_string(crate_dir.join("plugin.yml")))
@@ -346,13 +354,13 @@ fn install(
     // Copy then rename: a running host may have the old library mapped, and overwriting a
     // mapped file in place would corrupt it.
     let tmp = dest.join(format!(".{file_name}.tmp"));
+    remove_stale(&tmp)?;
     std::fs::copy(&library, &tmp)
         .with_context(|| format!("cannot copy {} to {}", library.display(), tmp.display()))?;
     std::fs::rename(&tmp, dest.join(&file_name))
         .with_context(|| format!("cannot install into {}", dest.display()))?;
     if !kept {
-        std::fs::write(&installed_yaml, &manifest_text)
-            .with_context(|| format!("cannot write {}", installed_yaml.display()))?;
+        replace_file(&installed_yaml, manifest_text.as_bytes())?;
         InstallRecord::write(&dest, &manifest_text)?;
     }
     let (mut config, problem) = home.load_config();
@@ -387,12 +395,27 @@ fn install(
     Ok(ExitStatus::Success)
 }
 
-/// Whether `name` can be a directory under `plugins/`: letters, digits, `-` and `_`.
-fn plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+/// Removes a leftover temporary file (or a symlink planted in its place, which writing
+/// would follow out of the plugin directory).
+fn remove_stale(tmp: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(tmp) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", tmp.display())),
+    }
+}
+
+/// Writes `path` through a temporary file beside it and a rename, so a symlink at `path`
+/// is replaced, never written through.
+fn replace_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    remove_stale(&tmp)?;
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// What the last `plugins install` wrote as `plugin.yaml`, kept as its sha256 beside it, so
@@ -420,9 +443,10 @@ impl InstallRecord {
     }
 
     fn write(dest: &Path, text: &str) -> anyhow::Result<()> {
-        let path = dest.join(Self::FILE);
-        std::fs::write(&path, Self::sha256(text.as_bytes()) + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))
+        replace_file(
+            &dest.join(Self::FILE),
+            (Self::sha256(text.as_bytes()) + "\n").as_bytes(),
+        )
     }
 }
 
