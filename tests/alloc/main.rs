@@ -10,13 +10,17 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use hermes_hooks_abi::hooks::payload::{PreLlmCallEvent, PreToolCallEvent};
+use hermes_hooks_abi::hooks::payload::{
+    PreLlmCallEvent, PreToolCallEvent, TransformToolResultEvent,
+};
 use hermes_tests::support::TestHome;
 
 struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes allocated minus bytes freed on this thread.
+    static LIVE_BYTES: Cell<i64> = const { Cell::new(0) };
 }
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the counter is a
@@ -24,15 +28,18 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        LIVE_BYTES.with(|b| b.set(b.get() + layout.size() as i64));
         // SAFETY: forwarded with the caller's layout.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.with(|b| b.set(b.get() - layout.size() as i64));
         // SAFETY: forwarded with the caller's pointer and layout.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        LIVE_BYTES.with(|b| b.set(b.get() + new_size as i64 - layout.size() as i64));
         // SAFETY: forwarded with the caller's pointer, layout and size.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -95,4 +102,73 @@ fn firings_that_decide_nothing_allocate_nothing() {
         });
         assert_eq!(n, 0, "an empty hook allocated {n} times in 1000 firings");
     }
+}
+
+/// `(allocations, bytes)` live in the soak plugin's own allocator, as it reports them.
+fn plugin_live(registry: &hermes_host::registry::Registry) -> (i64, i64) {
+    let llm = PreLlmCallEvent {
+        session_id: "s-1",
+        user_message: "count",
+        ..Default::default()
+    };
+    let text = registry.pre_llm_call(&llm).unwrap_or_default();
+    let number = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {text:?}"))
+    };
+    (number("live="), number("bytes="))
+}
+
+#[test]
+fn the_host_frees_every_string_a_plugin_returns_and_every_payload_it_lends() {
+    const LEN: usize = 64 << 10;
+    let home = TestHome::new();
+    home.install("soak", "soak", None, Some(&format!("{{len: {LEN}}}")));
+    home.config("plugins:\n  enabled: [soak]\n");
+    let (registry, report) = home.load();
+    assert!(report.plugins[0].loaded(), "{:?}", report.plugins);
+    let transform = TransformToolResultEvent {
+        tool_name: "read_file",
+        args: "{}",
+        result: "short",
+        ..Default::default()
+    };
+    let block = event();
+    let panic = PreToolCallEvent {
+        tool_name: "panic",
+        ..event()
+    };
+    let fire_all = |n: usize| {
+        for _ in 0..n {
+            assert_eq!(
+                registry.transform_tool_result(&transform).map(|s| s.len()),
+                Some(LEN)
+            );
+            assert_eq!(
+                registry.pre_tool_call(&block).blocked.map(|b| b.message),
+                Some("soak blocks terminal".to_string())
+            );
+            assert!(registry.pre_tool_call(&panic).blocked.is_none());
+        }
+    };
+    // Warm up: the first panic and the first firing of each hook may set up statics.
+    fire_all(3);
+    let (plugin_before, host_before) = (plugin_live(&registry), LIVE_BYTES.with(Cell::get));
+    fire_all(10_000);
+    let (plugin_after, host_after) = (plugin_live(&registry), LIVE_BYTES.with(Cell::get));
+    // Every 64 KiB string the plugin returned, every block message and every panic message
+    // went back to the plugin's allocator: a single one kept would show here.
+    assert_eq!(
+        plugin_after, plugin_before,
+        "the plugin's live (allocations, bytes) after 10,000 firings of each kind"
+    );
+    // And the host's copies were dropped: nothing grows with the firings (10,000 strings of
+    // 64 KiB kept would be 640 MB).
+    let grown = host_after - host_before;
+    assert!(
+        grown < 4096,
+        "the host holds {grown} more bytes after 30,000 firings"
+    );
 }

@@ -30,6 +30,7 @@ pub const PACKAGES: &[&str] = &[
     "gateway-ack",
     "noisy",
     "crashy",
+    "soak",
     // Not a plugin: the embedding example, a binary.
     "embed",
 ];
@@ -193,7 +194,7 @@ pub fn release_lib(package: &str) -> PathBuf {
     let target = BUILT.get_or_init(|| {
         let root = workspace();
         let target = root.join("target").join("it-release");
-        let args: Vec<String> = ["build", "--release", "-p", "noop"]
+        let args: Vec<String> = ["build", "--release", "-p", "noop", "-p", "soak"]
             .iter()
             .map(|s| s.to_string())
             .collect();
