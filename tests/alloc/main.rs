@@ -13,7 +13,7 @@ use std::cell::Cell;
 use hermes_hooks_abi::hooks::payload::{
     PreLlmCallEvent, PreToolCallEvent, TransformToolResultEvent,
 };
-use hermes_tests::support::TestHome;
+use hermes_tests::support::{TestHome, soak_plugin_live};
 
 struct Counting;
 
@@ -104,23 +104,6 @@ fn firings_that_decide_nothing_allocate_nothing() {
     }
 }
 
-/// `(allocations, bytes)` live in the soak plugin's own allocator, as it reports them.
-fn plugin_live(registry: &hermes_host::registry::Registry) -> (i64, i64) {
-    let llm = PreLlmCallEvent {
-        session_id: "s-1",
-        user_message: "count",
-        ..Default::default()
-    };
-    let text = registry.pre_llm_call(&llm).unwrap_or_default();
-    let number = |key: &str| {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {text:?}"))
-    };
-    (number("live="), number("bytes="))
-}
-
 #[test]
 fn the_host_frees_every_string_a_plugin_returns_and_every_payload_it_lends() {
     const LEN: usize = 64 << 10;
@@ -155,9 +138,9 @@ fn the_host_frees_every_string_a_plugin_returns_and_every_payload_it_lends() {
     };
     // Warm up: the first panic and the first firing of each hook may set up statics.
     fire_all(3);
-    let (plugin_before, host_before) = (plugin_live(&registry), LIVE_BYTES.with(Cell::get));
+    let (plugin_before, host_before) = (soak_plugin_live(&registry), LIVE_BYTES.with(Cell::get));
     fire_all(10_000);
-    let (plugin_after, host_after) = (plugin_live(&registry), LIVE_BYTES.with(Cell::get));
+    let (plugin_after, host_after) = (soak_plugin_live(&registry), LIVE_BYTES.with(Cell::get));
     // Every 64 KiB string the plugin returned, every block message and every panic message
     // went back to the plugin's allocator: a single one kept would show here.
     assert_eq!(

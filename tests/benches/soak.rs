@@ -23,12 +23,10 @@
 
 use std::time::Instant;
 
-use hermes_hooks_abi::hooks::payload::{
-    PreLlmCallEvent, PreToolCallEvent, TransformToolResultEvent,
-};
+use hermes_hooks_abi::hooks::payload::{PreToolCallEvent, TransformToolResultEvent};
 use hermes_host::registry::Registry;
 use hermes_host::shell::{self, Consent};
-use hermes_tests::support::TestHome;
+use hermes_tests::support::{TestHome, soak_plugin_live};
 
 const LEN: usize = 16 << 10;
 const RSS_BUDGET_KIB: i64 = 1024;
@@ -45,23 +43,6 @@ fn rss_kib() -> i64 {
 
 fn open_fds() -> i64 {
     std::fs::read_dir("/proc/self/fd").map_or(-1, |d| d.count() as i64)
-}
-
-/// The soak plugin's `(live allocations, live bytes)`.
-fn plugin_live(registry: &Registry) -> (i64, i64) {
-    let llm = PreLlmCallEvent {
-        session_id: "s",
-        user_message: "count",
-        ..Default::default()
-    };
-    let text = registry.pre_llm_call(&llm).unwrap_or_default();
-    let number = |key: &str| {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(-1)
-    };
-    (number("live="), number("bytes="))
 }
 
 struct Phase<'a> {
@@ -180,13 +161,13 @@ fn main() {
         for _ in 0..warm {
             (phase.fire)();
         }
-        let (rss0, fds0, live0) = (rss_kib(), open_fds(), plugin_live(&plugins));
+        let (rss0, fds0, live0) = (rss_kib(), open_fds(), soak_plugin_live(&plugins));
         let start = Instant::now();
         for _ in 0..phase.firings {
             (phase.fire)();
         }
         let secs = start.elapsed().as_secs_f64();
-        let (rss1, fds1, live1) = (rss_kib(), open_fds(), plugin_live(&plugins));
+        let (rss1, fds1, live1) = (rss_kib(), open_fds(), soak_plugin_live(&plugins));
         println!(
             "{:<38} {:>9} {:>9.2} {:>10} {:>10} {:>7} {:>5} {:>5} {:>14} {:>14}",
             phase.name,

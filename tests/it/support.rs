@@ -525,3 +525,21 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     );
     output
 }
+
+/// `(allocations, bytes)` live in the `soak` test plugin's own allocator, as it answers
+/// them to `pre_llm_call` (`live=<n> bytes=<n>`).
+pub fn soak_plugin_live(registry: &hermes_host::registry::Registry) -> (i64, i64) {
+    let llm = hermes_hooks_abi::hooks::payload::PreLlmCallEvent {
+        session_id: "s-1",
+        user_message: "count",
+        ..Default::default()
+    };
+    let text = registry.pre_llm_call(&llm).unwrap_or_default();
+    let number = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in the soak plugin's answer {text:?}"))
+    };
+    (number("live="), number("bytes="))
+}

@@ -144,7 +144,7 @@ pub fn load_all(
         };
         let manifest = match (&candidate.status, &candidate.manifest) {
             (Status::Enabled, Ok(manifest)) => manifest,
-            (Status::Skipped(why) | Status::Refused(why), Err(_)) | (Status::Refused(why), _) => {
+            (Status::Refused(why), _) | (Status::Skipped(why), Err(_)) => {
                 tracing::warn!("{why}");
                 entry.error = Some(why.clone());
                 report.plugins.push(entry);

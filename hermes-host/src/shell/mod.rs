@@ -237,17 +237,27 @@ pub fn register_from_config(
 /// assert!(refusal.contains("not run") && refusal.contains("chmod go-w"), "{refusal}");
 /// ```
 pub fn script_trust(spec: &ShellHookSpec, policy: &Policy) -> Result<Vec<String>, String> {
-    if spec.http.is_some() {
-        return Ok(Vec::new());
-    }
-    let Some(script) = script::resolved_path(&spec.command) else {
+    check_script(
+        spec,
+        script::resolved_path(&spec.command).as_deref(),
+        policy,
+    )
+}
+
+/// [`script_trust`] with the script's path already resolved (a registered hook keeps it).
+fn check_script(
+    spec: &ShellHookSpec,
+    script: Option<&std::path::Path>,
+    policy: &Policy,
+) -> Result<Vec<String>, String> {
+    let Some(script) = script.filter(|_| spec.http.is_none()) else {
         return Ok(Vec::new());
     };
     let mut paths = Vec::new();
     if let Some(dir) = script.parent().filter(|d| !d.as_os_str().is_empty()) {
         paths.push((dir, Role::ShellScriptDir));
     }
-    paths.push((script.as_path(), Role::ShellScript));
+    paths.push((script, Role::ShellScript));
     policy.check(&paths).map_err(|why| {
         format!(
             "shell hook for {} ({}) not run: {why}",
@@ -402,7 +412,7 @@ impl ExternalHook for ShellHook {
         // The script's modes can change after registration as its content can; a lenient
         // policy warned once at registration and is not repeated per firing.
         if self.policy.strict
-            && let Err(refusal) = script_trust(spec, &self.policy)
+            && let Err(refusal) = check_script(spec, self.script.as_deref(), &self.policy)
         {
             let decision = fail_closed(spec, "its script fails the ownership and permission check");
             return (Ok(decision.map(|d| d.to_reply())), vec![refusal]);

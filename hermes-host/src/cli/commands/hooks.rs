@@ -496,7 +496,8 @@ fn revoke(settings: &Settings, command: &str, as_json: bool) -> anyhow::Result<E
 }
 
 fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let (specs, warnings) = specs(settings);
+    let config = load_config(settings);
+    let config::ParsedHooks { specs, warnings } = config::parse(&config);
     if specs.is_empty() {
         if as_json {
             return print_json(&json!({ "hooks": [], "problems": 0, "warnings": warnings }));
@@ -508,7 +509,7 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         println!("Checking {} configured shell hook(s)...\n", specs.len());
     }
     let allowlist = Allowlist::new(&settings.home);
-    let policy = Policy::from_config(&load_config(settings));
+    let policy = Policy::from_config(&config);
     let mut problems = 0;
     let mut reports = Vec::new();
     for spec in &specs {
