@@ -67,6 +67,7 @@ pub mod fatal;
 pub mod gateway;
 pub mod home;
 pub mod hooks;
+pub mod lines;
 pub mod logging;
 pub mod payload;
 pub mod plugins;

@@ -4,7 +4,9 @@
 use hermes_tests::support::{Run, TestHome};
 
 /// A Python policy kept running: records each start, blocks `rm`, prints junk before
-/// answering `bad`, sleeps on `slow`, answers a stale firing id before answering `stale`.
+/// answering `bad`, sleeps on `slow`, answers a stale firing id before answering `stale`,
+/// prints bytes that are not UTF-8 (on stdout and stderr) before answering `binary`, and a
+/// line longer than the 1 MiB output cap before answering `huge`.
 const POLICY: &str = r#"#!/usr/bin/env python3
 import json, os, sys, time
 with open(os.path.join(os.environ["HERMES_HOME"], "starts.log"), "a") as f:
@@ -17,6 +19,11 @@ for line in sys.stdin:
         time.sleep(5)
     if "bad" in command:
         print("this is not json", flush=True)
+    if "binary" in command:
+        sys.stdout.buffer.write(b"\xff\xfe{not utf-8}\n"); sys.stdout.flush()
+        sys.stderr.buffer.write(b"err \xff\n"); sys.stderr.flush()
+    if "huge" in command:
+        print("x" * (2 << 20), flush=True)
     if "stale" in command:
         print(json.dumps({"hook_firing_id": fid - 1, "decision": "block", "reason": "stale"}), flush=True)
     if "rm" in command:
@@ -57,11 +64,22 @@ fn one_process_answers_every_firing_and_junk_or_stale_lines_are_discarded() {
             "rm -rf junk",
             "echo bad",
             "echo stale",
+            "echo binary",
+            "echo huge",
             "echo two",
+            "rm -rf again",
         ],
     );
     run.expect_code(0);
+    // Bytes that are not UTF-8 and an endless line neither end the reader nor count as an
+    // exit: the same process answers to the end.
     assert_eq!(starts(&home), 1, "{}", run.describe());
+    assert_eq!(
+        run.stdout().matches("no rm, says the policy").count(),
+        2,
+        "{}",
+        run.describe()
+    );
     let out = run.stdout();
     assert!(out.contains("no rm, says the policy"), "{}", run.describe());
     assert!(
@@ -79,6 +97,16 @@ fn one_process_answers_every_firing_and_junk_or_stale_lines_are_discarded() {
     );
     assert!(
         err.contains("during firing") && err.contains("discarded"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        err.contains("printed a line that is not JSON; discarded: \u{fffd}\u{fffd}{not utf-8}"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        err.contains("printed a line longer than 1048576 bytes; discarded"),
         "{}",
         run.describe()
     );

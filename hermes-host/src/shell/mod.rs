@@ -411,11 +411,13 @@ impl ExternalHook for ShellHook {
         }
         // The script's modes can change after registration as its content can; a lenient
         // policy warned once at registration and is not repeated per firing.
-        if self.policy.strict
-            && let Err(refusal) = check_script(spec, self.script.as_deref(), &self.policy)
-        {
-            let decision = fail_closed(spec, "its script fails the ownership and permission check");
-            return (Ok(decision.map(|d| d.to_reply())), vec![refusal]);
+        // (No let chain: they need Rust 1.88, and rust-version is 1.85.)
+        if self.policy.strict {
+            if let Err(refusal) = check_script(spec, self.script.as_deref(), &self.policy) {
+                let decision =
+                    fail_closed(spec, "its script fails the ownership and permission check");
+                return (Ok(decision.map(|d| d.to_reply())), vec![refusal]);
+            }
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {

@@ -16,13 +16,14 @@
 //! The outcome of a firing comes back as a [`RunResult`], so the answer is evaluated by the
 //! same rules as a one-shot hook's (and a failure is fail-open unless `fail_closed`).
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{Read, Write as _};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::spawn::{self, RunResult};
+use super::spawn::{self, OUTPUT_CAP, RunResult};
+use crate::lines::{LineSplitter, Piece};
 use crate::process::{CrashRecord, Group, describe_status};
 
 /// Exits within [`CRASH_WINDOW`] that disable a persistent hook.
@@ -64,7 +65,55 @@ impl Default for State {
 struct Running {
     group: Group,
     stdin: ChildStdin,
-    lines: Receiver<String>,
+    lines: Receiver<Out>,
+}
+
+/// What the stdout reader passes on.
+enum Out {
+    /// A complete line, as bytes (the reader never decides what a line means).
+    Line(Vec<u8>),
+    /// A line longer than [`OUTPUT_CAP`], skipped.
+    TooLong,
+}
+
+/// What one line of a persistent hook's stdout means for the firing waiting on it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReplyLine<'a> {
+    /// The answer to this firing, as JSON text (`{}` for an empty line: no decision).
+    Answer(&'a str),
+    /// An answer carrying another firing's `hook_firing_id` (one that timed out, say):
+    /// reported and discarded.
+    Stale(u64),
+    /// Not JSON (or not UTF-8): reported and discarded.
+    NotJson,
+}
+
+/// Classifies one stdout line (without its newline) for firing `id`.
+///
+/// ```
+/// use hermes_host::shell::persistent::{ReplyLine, reply_line};
+///
+/// assert_eq!(reply_line(b"  ", 7), ReplyLine::Answer("{}"));
+/// assert_eq!(reply_line(br#"{"decision": "block", "hook_firing_id": 7}"#, 7),
+///            ReplyLine::Answer(r#"{"decision": "block", "hook_firing_id": 7}"#));
+/// assert_eq!(reply_line(br#"{"hook_firing_id": 6}"#, 7), ReplyLine::Stale(6));
+/// assert_eq!(reply_line(b"ready", 7), ReplyLine::NotJson);
+/// ```
+pub fn reply_line(line: &[u8], id: u64) -> ReplyLine<'_> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return ReplyLine::NotJson;
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return ReplyLine::Answer("{}");
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => match value.get("hook_firing_id").and_then(|v| v.as_u64()) {
+            Some(other) if other != id => ReplyLine::Stale(other),
+            _ => ReplyLine::Answer(text),
+        },
+        Err(_) => ReplyLine::NotJson,
+    }
 }
 
 impl Persistent {
@@ -137,24 +186,22 @@ impl Persistent {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             match running.lines.recv_timeout(left) {
-                Ok(answer) => {
-                    let text = answer.trim();
-                    if text.is_empty() {
-                        return answered("{}", started);
-                    }
-                    match serde_json::from_str::<serde_json::Value>(text) {
-                        Ok(value) => match value.get("hook_firing_id").and_then(|v| v.as_u64()) {
-                            Some(other) if other != id => tracing::warn!(
-                                "persistent shell hook {command} answered firing {other} during firing {id}; discarded"
-                            ),
-                            _ => return answered(text, started),
-                        },
-                        Err(_) => tracing::warn!(
-                            "persistent shell hook {command} printed a line that is not JSON; discarded: {}",
-                            text.chars().take(200).collect::<String>()
-                        ),
-                    }
-                }
+                Ok(Out::TooLong) => tracing::warn!(
+                    "persistent shell hook {command} printed a line longer than {OUTPUT_CAP} bytes; discarded"
+                ),
+                Ok(Out::Line(bytes)) => match reply_line(&bytes, id) {
+                    ReplyLine::Answer(text) => return answered(text, started),
+                    ReplyLine::Stale(other) => tracing::warn!(
+                        "persistent shell hook {command} answered firing {other} during firing {id}; discarded"
+                    ),
+                    ReplyLine::NotJson => tracing::warn!(
+                        "persistent shell hook {command} printed a line that is not JSON; discarded: {}",
+                        String::from_utf8_lossy(&bytes)
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    ),
+                },
                 Err(RecvTimeoutError::Timeout) => {
                     if let Some(running) = state.running.take() {
                         running.group.kill();
@@ -219,6 +266,32 @@ fn with_firing_id(payload: &str, id: u64) -> String {
     }
 }
 
+/// Reads `input` to its end in lines of at most [`OUTPUT_CAP`] bytes, until `each` says stop.
+fn read_lines(mut input: impl Read, mut each: impl FnMut(Piece<'_>) -> bool) {
+    let mut lines = LineSplitter::new(OUTPUT_CAP);
+    let mut chunk = vec![0u8; 8 * 1024];
+    let mut go_on = true;
+    while go_on {
+        let n = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        lines.push(&chunk[..n], |piece| {
+            if go_on {
+                go_on = each(piece);
+            }
+        });
+    }
+    if !go_on {
+        return;
+    }
+    if let Some((n, bytes)) = lines.finish() {
+        each(Piece::Line(n, &bytes));
+    }
+}
+
 /// Starts the command with its stdout read line by line and its stderr logged.
 fn start(command: &str) -> Result<Running, String> {
     let argv = spawn::argv(command)?;
@@ -238,26 +311,38 @@ fn start(command: &str) -> Result<Running, String> {
         group.kill();
         return Err("the persistent hook has no pipes".into());
     };
+    // Both pipes are read in bounded lines as bytes: a hook that prints a line without end,
+    // or bytes that are not UTF-8, costs at most OUTPUT_CAP and a report, and the pipes keep
+    // being drained (a full stderr pipe would stall the hook).
     let (tx, lines) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("hermes-persistent-out".into())
         .spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
+            read_lines(stdout, |piece| {
+                let out = match piece {
+                    Piece::Line(_, bytes) => Out::Line(bytes.to_vec()),
+                    Piece::TooLong(_) => Out::TooLong,
+                };
+                tx.send(out).is_ok()
+            })
         })
         .map_err(|e| format!("cannot start a reader thread: {e}"))?;
     let label = command.to_string();
     let _ = std::thread::Builder::new()
         .name("hermes-persistent-err".into())
         .spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                tracing::info!("persistent shell hook {label}: {line}");
-            }
+            read_lines(stderr, |piece| {
+                match piece {
+                    Piece::Line(_, bytes) => tracing::info!(
+                        "persistent shell hook {label}: {}",
+                        String::from_utf8_lossy(bytes)
+                    ),
+                    Piece::TooLong(_) => tracing::info!(
+                        "persistent shell hook {label}: (a stderr line longer than {OUTPUT_CAP} bytes, skipped)"
+                    ),
+                }
+                true
+            })
         });
     Ok(Running {
         group,

@@ -42,6 +42,7 @@ use super::Server;
 use super::limits::{DEFAULT_MAX_LINE_BYTES, GatewayLimits};
 use super::wire::{Inbound, Outbound, error_line};
 use hermes_host::gateway::GatewayLog;
+use hermes_host::lines::{LineSplitter, Piece};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -428,80 +429,6 @@ async fn wait_killed(killed: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Turns inbound bytes into lines under the limits, whatever chunks they arrive in: a line
-/// over `max` bytes is reported once and the rest of it discarded up to its newline, so
-/// memory stays bounded by `max` per connection.
-struct LineSplitter {
-    max: usize,
-    line: Vec<u8>,
-    too_long: bool,
-    /// Lines seen so far, counted from 1, for error messages.
-    line_no: u64,
-    /// When the current partial line began (the slowloris clock).
-    partial_since: Option<Instant>,
-}
-
-/// One step of [`LineSplitter::push`].
-enum Piece<'a> {
-    /// A complete line (without its newline).
-    Line(u64, &'a [u8]),
-    /// Line `n` grew past the limit; it is being skipped.
-    TooLong(u64),
-}
-
-impl LineSplitter {
-    fn new(max: usize) -> LineSplitter {
-        LineSplitter {
-            max,
-            line: Vec::new(),
-            too_long: false,
-            line_no: 0,
-            partial_since: None,
-        }
-    }
-
-    /// Feeds `bytes`, calling `each` for every complete line and every over-long one.
-    fn push(&mut self, mut bytes: &[u8], mut each: impl FnMut(Piece<'_>)) {
-        while !bytes.is_empty() {
-            let (part, rest, complete) = match bytes.iter().position(|&b| b == b'\n') {
-                Some(at) => (&bytes[..at], &bytes[at + 1..], true),
-                None => (bytes, &[][..], false),
-            };
-            bytes = rest;
-            if self.partial_since.is_none() {
-                self.partial_since = Some(Instant::now());
-            }
-            if !self.too_long {
-                if self.line.len() + part.len() > self.max {
-                    self.too_long = true;
-                    self.line = Vec::new();
-                    each(Piece::TooLong(self.line_no + 1));
-                } else {
-                    self.line.extend_from_slice(part);
-                }
-            }
-            if complete {
-                self.line_no += 1;
-                if !self.too_long {
-                    each(Piece::Line(self.line_no, &self.line));
-                }
-                self.line.clear();
-                self.too_long = false;
-                self.partial_since = None;
-            }
-        }
-    }
-
-    /// The unfinished last line at end of input, if any.
-    fn finish(&mut self) -> Option<(u64, Vec<u8>)> {
-        if self.too_long || self.line.is_empty() {
-            return None;
-        }
-        self.line_no += 1;
-        Some((self.line_no, std::mem::take(&mut self.line)))
-    }
-}
-
 /// Handles one complete inbound line from `conn`: a message goes to `server`; anything
 /// else is answered with an `error` line. Blank lines are ignored.
 fn handle_line(line_no: u64, bytes: &[u8], conn: &Arc<Connection>, server: &Server) {
@@ -719,7 +646,7 @@ async fn serve_connection(
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
         let deadline = lines
-            .partial_since
+            .partial_since()
             .map(|since| tokio::time::Instant::from_std(since + limits.idle_timeout));
         let read = async {
             match deadline {
@@ -743,7 +670,7 @@ async fn serve_connection(
                 ));
                 conn.send_line(error_line(&format!(
                     "line {}: unfinished for {} s (gateway.idle_timeout); closing",
-                    lines.line_no + 1,
+                    lines.line_no() + 1,
                     limits.idle_timeout.as_secs_f64()
                 )));
                 break;
@@ -772,34 +699,6 @@ async fn serve_connection(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn split(max: usize, chunks: &[&[u8]]) -> Vec<String> {
-        let mut lines = LineSplitter::new(max);
-        let mut out = Vec::new();
-        for chunk in chunks {
-            lines.push(chunk, |piece| {
-                out.push(match piece {
-                    Piece::Line(n, b) => format!("{n}:{}", String::from_utf8_lossy(b)),
-                    Piece::TooLong(n) => format!("{n}:too long"),
-                })
-            });
-        }
-        if let Some((n, b)) = lines.finish() {
-            out.push(format!("{n}:{} (eof)", String::from_utf8_lossy(&b)));
-        }
-        out
-    }
-
-    #[test]
-    fn lines_split_across_chunks_and_an_over_long_one_is_skipped_to_its_newline() {
-        assert_eq!(split(8, &[b"ab", b"c\nde", b"f\n"]), ["1:abc", "2:def"]);
-        assert_eq!(
-            split(4, &[b"12345", b"678\nok\n", b"tail"]),
-            ["1:too long", "2:ok", "3:tail (eof)"]
-        );
-        assert_eq!(split(4, &[b"1234\n12345\n"]), ["1:1234", "2:too long"]);
-    }
 
     #[test]
     fn bind_works_as_documented() {

@@ -215,17 +215,14 @@ mod tests {
 mod examples {
     #[test]
     fn session_key_works_as_documented() {
-        let m = crate::app::server::Inbound::parse(
-            r#"{"chat_id":"c1","user_id":"u","text":"hi"}"#,
-            "local",
-        )
-        .unwrap();
+        let m = super::Inbound::parse(r#"{"chat_id":"c1","user_id":"u","text":"hi"}"#, "local")
+            .unwrap();
         assert_eq!(m.session_key(), "local:c1");
     }
 
     #[test]
     fn parse_works_as_documented() {
-        use crate::app::server::Inbound;
+        use super::Inbound;
         let m = Inbound::parse(
             r#"{"chat_id": 7, "user_id": "u", "text": "hi", "internal": true}"#,
             "local",

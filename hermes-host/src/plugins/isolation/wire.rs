@@ -265,8 +265,14 @@ pub fn read_frame(input: &mut impl Read) -> Result<(Kind, Reader), WireError> {
             "length {len}, allowed 1 to {MAX_FRAME}"
         )));
     }
-    let mut frame = vec![0u8; len];
-    read_all(input, &mut frame)?;
+    // Grown as the bytes arrive rather than allocated at the claimed length: a peer that
+    // sends a length and dies costs what it sent, not MAX_FRAME.
+    let mut frame = Vec::with_capacity(len.min(64 << 10));
+    match input.take(len as u64).read_to_end(&mut frame) {
+        Ok(n) if n == len => {}
+        Ok(_) => return Err(WireError::Closed),
+        Err(e) => return Err(WireError::Io(e)),
+    }
     let kind = Kind::from_u8(frame[0])
         .ok_or_else(|| WireError::Malformed(format!("unknown kind {}", frame[0])))?;
     frame.remove(0);

@@ -1,0 +1,159 @@
+//! Splits a byte stream from someone else (a gateway client, a persistent hook's stdout)
+//! into lines with a bound on each: whatever chunks the bytes arrive in, a line over the
+//! limit is reported once and the rest of it skipped up to its newline, so the memory one
+//! stream can hold is the limit, not whatever the peer sends.
+//!
+//! Bytes, not text: a line that is not UTF-8 reaches the caller as it came, to be answered
+//! or reported there, instead of ending the stream.
+//!
+//! ```
+//! use hermes_host::lines::{LineSplitter, Piece};
+//!
+//! let mut lines = LineSplitter::new(8);
+//! let mut seen = Vec::new();
+//! for chunk in [&b"ab"[..], b"c\n0123456789", b"\nok\n"] {
+//!     lines.push(chunk, |piece| match piece {
+//!         Piece::Line(n, bytes) => seen.push(format!("{n}: {}", String::from_utf8_lossy(bytes))),
+//!         Piece::TooLong(n) => seen.push(format!("{n}: too long")),
+//!     });
+//! }
+//! assert_eq!(seen, ["1: abc", "2: too long", "3: ok"]);
+//! ```
+
+use std::time::Instant;
+
+/// Turns inbound bytes into lines of at most `max` bytes each; see the [module](self).
+#[derive(Debug)]
+pub struct LineSplitter {
+    max: usize,
+    line: Vec<u8>,
+    too_long: bool,
+    line_no: u64,
+    partial_since: Option<Instant>,
+}
+
+/// One step of [`LineSplitter::push`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Complete line number `n` (counted from 1), without its newline.
+    Line(u64, &'a [u8]),
+    /// Line `n` grew past the limit; it is skipped up to its newline.
+    TooLong(u64),
+}
+
+impl LineSplitter {
+    /// A splitter for lines of at most `max` bytes (the newline not counted).
+    pub fn new(max: usize) -> LineSplitter {
+        LineSplitter {
+            max,
+            line: Vec::new(),
+            too_long: false,
+            line_no: 0,
+            partial_since: None,
+        }
+    }
+
+    /// The limit this splitter was made with.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Lines completed so far (the next one is `line_no() + 1`).
+    pub fn line_no(&self) -> u64 {
+        self.line_no
+    }
+
+    /// When the unfinished line began, if one is open: the clock for a peer that starts a
+    /// line and never ends it (slowloris).
+    pub fn partial_since(&self) -> Option<Instant> {
+        self.partial_since
+    }
+
+    /// Feeds `bytes`, calling `each` for every complete line and once for every line that
+    /// grows past the limit.
+    pub fn push(&mut self, mut bytes: &[u8], mut each: impl FnMut(Piece<'_>)) {
+        while !bytes.is_empty() {
+            let (part, rest, complete) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(at) => (&bytes[..at], &bytes[at + 1..], true),
+                None => (bytes, &[][..], false),
+            };
+            bytes = rest;
+            if self.partial_since.is_none() {
+                self.partial_since = Some(Instant::now());
+            }
+            if !self.too_long {
+                if self.line.len() + part.len() > self.max {
+                    self.too_long = true;
+                    // Give the memory back: the line is not kept.
+                    self.line = Vec::new();
+                    each(Piece::TooLong(self.line_no + 1));
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            if complete {
+                self.line_no += 1;
+                if !self.too_long {
+                    each(Piece::Line(self.line_no, &self.line));
+                }
+                self.line.clear();
+                self.too_long = false;
+                self.partial_since = None;
+            }
+        }
+    }
+
+    /// The unfinished last line at end of input, if any (nothing when it was too long).
+    pub fn finish(&mut self) -> Option<(u64, Vec<u8>)> {
+        self.partial_since = None;
+        if self.too_long || self.line.is_empty() {
+            self.too_long = false;
+            return None;
+        }
+        self.line_no += 1;
+        Some((self.line_no, std::mem::take(&mut self.line)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(max: usize, chunks: &[&[u8]]) -> Vec<String> {
+        let mut lines = LineSplitter::new(max);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            lines.push(chunk, |piece| {
+                out.push(match piece {
+                    Piece::Line(n, b) => format!("{n}:{}", String::from_utf8_lossy(b)),
+                    Piece::TooLong(n) => format!("{n}:too long"),
+                })
+            });
+        }
+        if let Some((n, b)) = lines.finish() {
+            out.push(format!("{n}:{} (eof)", String::from_utf8_lossy(&b)));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_split_across_chunks_and_an_over_long_one_is_skipped_to_its_newline() {
+        assert_eq!(split(8, &[b"ab", b"c\nde", b"f\n"]), ["1:abc", "2:def"]);
+        assert_eq!(
+            split(4, &[b"12345", b"678\nok\n", b"tail"]),
+            ["1:too long", "2:ok", "3:tail (eof)"]
+        );
+        assert_eq!(split(4, &[b"1234\n12345\n"]), ["1:1234", "2:too long"]);
+    }
+
+    #[test]
+    fn the_slowloris_clock_runs_only_while_a_line_is_open() {
+        let mut lines = LineSplitter::new(8);
+        assert!(lines.partial_since().is_none());
+        lines.push(b"half", |_| {});
+        assert!(lines.partial_since().is_some());
+        lines.push(b"\n", |_| {});
+        assert!(lines.partial_since().is_none());
+        assert_eq!(lines.line_no(), 1);
+    }
+}
