@@ -262,6 +262,20 @@ fn a_shell_hook_script_others_can_write_is_not_run_and_doctor_says_why() {
         doctor.describe()
     );
     assert!(!marker.exists(), "doctor must not run it either");
+    let test = home.hermes(&["hooks", "test", "pre_tool_call"], &[]);
+    assert!(
+        test.stdout().contains("✗ shell hook for pre_tool_call")
+            && test.stdout().contains("chmod go-w"),
+        "{}",
+        test.describe()
+    );
+    let test = home.hermes(&["hooks", "test", "pre_tool_call", "--json"], &[]);
+    assert!(
+        test.stdout().contains("\"error\"") && test.stdout().contains("not run"),
+        "{}",
+        test.describe()
+    );
+    assert!(!marker.exists(), "hooks test must not run it either");
 
     // Its directory counts too: anyone could replace the script.
     chmod(&script, 0o755);

@@ -374,8 +374,10 @@ fn test(
             Err(e) => return fail(format!("Error reading payload file: {e}")),
         }
     }
-    let (specs, _) = specs(settings);
-    let specs: Vec<ShellHookSpec> = specs
+    let config = load_config(settings);
+    let policy = Policy::from_config(&config);
+    let specs: Vec<ShellHookSpec> = config::parse(&config)
+        .specs
         .into_iter()
         .filter(|s| s.event == event)
         .filter(|s| for_tool.is_none_or(|tool| !s.is_tool_event() || s.matches_tool(Some(tool))))
@@ -399,6 +401,26 @@ fn test(
     for spec in &specs {
         if !as_json {
             println!("  → {}", spec.command);
+        }
+        // A test run executes the script as the agent would, so it gets the same ownership
+        // and permission check: a script anyone can write is not run here either.
+        match shell::script_trust(spec, &policy) {
+            Err(refusal) => {
+                if as_json {
+                    results.push(json!({ "command": spec.command, "error": refusal }));
+                } else {
+                    println!("    ✗ {refusal}\n");
+                }
+                continue;
+            }
+            Ok(warnings) => {
+                for warning in warnings {
+                    if !as_json {
+                        println!("    ⚠ {warning}");
+                    }
+                    notes.push(warning);
+                }
+            }
         }
         let (run, evaluation) = shell::run_once(spec, &payload);
         if as_json {
