@@ -1792,3 +1792,53 @@ fn hooks_import_claude_adds_entries_keeps_the_rest_and_approves_nothing() {
     // Once approved, the imported hook runs unchanged.
     assert!(outcome(&fire(&home, "pre_tool_call", RM)).ends_with(": no rm -rf"));
 }
+
+#[test]
+fn claude_session_start_context_reaches_that_sessions_first_model_call_only() {
+    use hermes_hooks_abi::core::Field;
+    let home = TestHome::new();
+    // In the style of published SessionStart hooks: plain stdout (the git branch, say) and
+    // the JSON form, one of each.
+    let plain = home.script(
+        "branch.py",
+        "#!/usr/bin/env python3\nimport json, sys\nd = json.load(sys.stdin)\nassert d['hook_event_name'] == 'SessionStart'\nprint('branch: main for ' + d['session_id'])\n",
+    );
+    let json_form = home.script(
+        "ctx.py",
+        "#!/usr/bin/env python3\nimport json\nprint(json.dumps({'hookSpecificOutput': {'hookEventName': 'SessionStart', 'additionalContext': 'open issues: 3'}}))\n",
+    );
+    home.config(&format!(
+        "hooks:\n  on_session_start:\n    - command: {plain}\n      format: claude\n    - command: {json_form}\n      format: claude\n"
+    ));
+    let h = Home::at(home.path());
+    let (config, _) = h.load_config();
+    let mut registry = Registry::new();
+    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    assert_eq!(report.registered.len(), 2, "{:?}", report.warnings);
+    // Registering again adds neither the hooks nor the carrier twice.
+    shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    assert_eq!(registry.entries("pre_llm_call").len(), 1);
+
+    let start = |session: &str| {
+        registry.fire("on_session_start", &[Field::str("session_id", session)]);
+    };
+    let first_call =
+        |session: &str| registry.fire("pre_llm_call", &[Field::str("session_id", session)]);
+    start("sess-a");
+    // Another session's first call gets nothing of sess-a's.
+    assert_eq!(
+        first_call("sess-b"),
+        hermes_host::registry::Outcome::Context(None)
+    );
+    assert_eq!(
+        first_call("sess-a"),
+        hermes_host::registry::Outcome::Context(Some(
+            "branch: main for sess-a\n\nopen issues: 3".into()
+        ))
+    );
+    // Handed over once: the next turn's call has no stale copy.
+    assert_eq!(
+        first_call("sess-a"),
+        hermes_host::registry::Outcome::Context(None)
+    );
+}

@@ -136,7 +136,7 @@ pub fn register_from_config(
     };
     let allowlist = Allowlist::new(home);
     let policy = Policy::from_config(config);
-    for spec in parsed.specs {
+    for (position, spec) in parsed.specs.into_iter().enumerate() {
         let identity = identity(home, &spec);
         let already = registry
             .entries(&spec.event)
@@ -210,11 +210,91 @@ pub fn register_from_config(
             spec.matcher.as_ref().map_or("None", |m| m.as_str()),
             spec.timeout
         );
-        let hook = ShellHook::new(spec.clone(), pin, identity, policy);
+        let hook = ShellHook::new(spec.clone(), pin, identity, policy, position);
         registry.add_external(&spec.event, Source::Shell, spec.label(), Arc::new(hook));
         report.registered.push(spec);
     }
+    let carries_session_context = report
+        .registered
+        .iter()
+        .any(|s| s.format == config::Format::Claude && s.event == "on_session_start");
+    let carrier_registered = registry
+        .entries("pre_llm_call")
+        .iter()
+        .any(|e| match &e.callback {
+            Callback::External(h) => h.identity().as_deref() == Some(SessionStartContext::IDENTITY),
+            _ => false,
+        });
+    if carries_session_context && !carrier_registered {
+        registry.add_external(
+            "pre_llm_call",
+            Source::Shell,
+            "shell_hook[pre_llm_call:SessionStart context]".into(),
+            Arc::new(SessionStartContext),
+        );
+    }
     report
+}
+
+/// Context that `format: claude` `SessionStart` hooks gave, by session id, until that
+/// session's first `pre_llm_call` takes it. `on_session_start` is an observer in this host
+/// (its answers are not aggregated), but Claude Code adds a SessionStart hook's output to
+/// the conversation, and hooks written for it rely on that; so the context is kept here and
+/// handed to the turn's `pre_llm_call`, which fires right after it on the same turn.
+#[allow(clippy::type_complexity)]
+static PENDING_SESSION_CONTEXT: std::sync::Mutex<
+    std::collections::BTreeMap<String, Vec<(usize, String)>>,
+> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Sessions whose start context can wait at once; beyond it, new ones are dropped with a
+/// warning (a host that starts sessions and never calls the model for them).
+const MAX_PENDING_SESSIONS: usize = 1024;
+
+fn stash_session_context(session_id: &str, position: usize, text: String) -> Option<String> {
+    let mut pending = PENDING_SESSION_CONTEXT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if !pending.contains_key(session_id) && pending.len() >= MAX_PENDING_SESSIONS {
+        return Some(format!(
+            "SessionStart context for session {session_id} dropped: {MAX_PENDING_SESSIONS} sessions already wait for their first model call"
+        ));
+    }
+    pending
+        .entry(session_id.to_string())
+        .or_default()
+        .push((position, text));
+    None
+}
+
+/// The `pre_llm_call` hook that hands a session its waiting SessionStart context.
+struct SessionStartContext;
+
+impl SessionStartContext {
+    const IDENTITY: &'static str = "claude-session-start-context";
+}
+
+impl ExternalHook for SessionStartContext {
+    fn matches(&self, _event: &EventView<'_>) -> bool {
+        true
+    }
+
+    fn run(&self, event: &EventView<'_>) -> HookResult {
+        let session = event.get_str("session_id").unwrap_or_default();
+        let texts = PENDING_SESSION_CONTEXT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session);
+        Ok(texts.map(|mut texts| {
+            // In config order, as the registry combines context, whichever finished first.
+            texts.sort_by_key(|(position, _)| *position);
+            let texts: Vec<String> = texts.into_iter().map(|(_, text)| text).collect();
+            Decision::Context(texts.join("\n\n")).to_reply()
+        }))
+    }
+
+    fn identity(&self) -> Option<String> {
+        Some(Self::IDENTITY.to_string())
+    }
 }
 
 /// The ownership and permission check of a shell hook's script and the directory holding
@@ -346,10 +426,19 @@ pub struct ShellHook {
     client: Option<http::Client>,
     /// `hooks.strict_permissions` when registered; the script is checked again per firing.
     policy: Policy,
+    /// Its place in `config.yaml`: hooks of one priority run together, and what they leave
+    /// for later (SessionStart context) is put back in this order.
+    position: usize,
 }
 
 impl ShellHook {
-    fn new(spec: ShellHookSpec, pin: Pin, identity: String, policy: Policy) -> ShellHook {
+    fn new(
+        spec: ShellHookSpec,
+        pin: Pin,
+        identity: String,
+        policy: Policy,
+        position: usize,
+    ) -> ShellHook {
         let script = script::resolved_path(&spec.command);
         let persistent = spec
             .persistent
@@ -363,6 +452,7 @@ impl ShellHook {
             persistent,
             client,
             policy,
+            position,
         }
     }
 
@@ -421,7 +511,15 @@ impl ExternalHook for ShellHook {
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {
-            let (_run, evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
+            let (_run, mut evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
+            if spec.event == "on_session_start" {
+                if let Some(Decision::Context(text)) = evaluation.decision.take() {
+                    let session = kwargs.get("session_id").and_then(Value::as_str);
+                    let dropped =
+                        stash_session_context(session.unwrap_or_default(), self.position, text);
+                    evaluation.warnings.extend(dropped);
+                }
+            }
             return (
                 Ok(evaluation.decision.and_then(|d| reply_for(&spec.event, d))),
                 evaluation.warnings,
