@@ -20,6 +20,7 @@
 //! assert_eq!(seen, ["1: abc", "2: too long", "3: ok"]);
 //! ```
 
+use std::io::Read;
 use std::time::Instant;
 
 /// Turns inbound bytes into lines of at most `max` bytes each; see the [module](self).
@@ -51,11 +52,6 @@ impl LineSplitter {
             line_no: 0,
             partial_since: None,
         }
-    }
-
-    /// The limit this splitter was made with.
-    pub fn max(&self) -> usize {
-        self.max
     }
 
     /// Lines completed so far (the next one is `line_no() + 1`).
@@ -112,6 +108,46 @@ impl LineSplitter {
         }
         self.line_no += 1;
         Some((self.line_no, std::mem::take(&mut self.line)))
+    }
+}
+
+/// Reads `input` to its end (or until `each` returns false) in lines of at most `max`
+/// bytes, the unfinished last line included; a read error ends it as the end of input does.
+///
+/// ```
+/// use hermes_host::lines::{Piece, read_lines};
+///
+/// let mut seen = Vec::new();
+/// read_lines(&b"one\n\xff\ntwo"[..], 16, |piece| {
+///     if let Piece::Line(n, bytes) = piece {
+///         seen.push((n, bytes.to_vec()));
+///     }
+///     true
+/// });
+/// assert_eq!(seen, [(1, b"one".to_vec()), (2, vec![0xff]), (3, b"two".to_vec())]);
+/// ```
+pub fn read_lines(mut input: impl Read, max: usize, mut each: impl FnMut(Piece<'_>) -> bool) {
+    let mut lines = LineSplitter::new(max);
+    let mut chunk = vec![0u8; 8 * 1024];
+    let mut go_on = true;
+    while go_on {
+        let n = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        lines.push(&chunk[..n], |piece| {
+            if go_on {
+                go_on = each(piece);
+            }
+        });
+    }
+    if !go_on {
+        return;
+    }
+    if let Some((n, bytes)) = lines.finish() {
+        each(Piece::Line(n, &bytes));
     }
 }
 

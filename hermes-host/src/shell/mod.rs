@@ -138,14 +138,7 @@ pub fn register_from_config(
     let policy = Policy::from_config(config);
     for (position, spec) in parsed.specs.into_iter().enumerate() {
         let identity = identity(home, &spec);
-        let already = registry
-            .entries(&spec.event)
-            .iter()
-            .any(|e| match &e.callback {
-                Callback::External(h) => h.identity().as_deref() == Some(identity.as_str()),
-                _ => false,
-            });
-        if already {
+        if registered(registry, &spec.event, &identity) {
             continue;
         }
         // Before consent: approving a file someone else can rewrite approves nothing.
@@ -218,14 +211,9 @@ pub fn register_from_config(
         .registered
         .iter()
         .any(|s| s.format == config::Format::Claude && s.event == "on_session_start");
-    let carrier_registered = registry
-        .entries("pre_llm_call")
-        .iter()
-        .any(|e| match &e.callback {
-            Callback::External(h) => h.identity().as_deref() == Some(SessionStartContext::IDENTITY),
-            _ => false,
-        });
-    if carries_session_context && !carrier_registered {
+    if carries_session_context
+        && !registered(registry, "pre_llm_call", SessionStartContext::IDENTITY)
+    {
         registry.add_external(
             "pre_llm_call",
             Source::Shell,
@@ -234,6 +222,15 @@ pub fn register_from_config(
         );
     }
     report
+}
+
+/// Whether an external hook with `identity` is already registered on `event` (a loader run
+/// twice adds nothing the second time).
+fn registered(registry: &Registry, event: &str, identity: &str) -> bool {
+    registry.entries(event).iter().any(|e| match &e.callback {
+        Callback::External(h) => h.identity().as_deref() == Some(identity),
+        _ => false,
+    })
 }
 
 /// Context that `format: claude` `SessionStart` hooks gave, by session id, until that

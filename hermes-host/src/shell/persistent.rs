@@ -16,14 +16,14 @@
 //! The outcome of a firing comes back as a [`RunResult`], so the answer is evaluated by the
 //! same rules as a one-shot hook's (and a failure is fail-open unless `fail_closed`).
 
-use std::io::{Read, Write as _};
+use std::io::Write as _;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::spawn::{self, OUTPUT_CAP, RunResult};
-use crate::lines::{LineSplitter, Piece};
+use crate::lines::{Piece, read_lines};
 use crate::process::{CrashRecord, Group, describe_status};
 
 /// Exits within [`CRASH_WINDOW`] that disable a persistent hook.
@@ -266,32 +266,6 @@ fn with_firing_id(payload: &str, id: u64) -> String {
     }
 }
 
-/// Reads `input` to its end in lines of at most [`OUTPUT_CAP`] bytes, until `each` says stop.
-fn read_lines(mut input: impl Read, mut each: impl FnMut(Piece<'_>) -> bool) {
-    let mut lines = LineSplitter::new(OUTPUT_CAP);
-    let mut chunk = vec![0u8; 8 * 1024];
-    let mut go_on = true;
-    while go_on {
-        let n = match input.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        lines.push(&chunk[..n], |piece| {
-            if go_on {
-                go_on = each(piece);
-            }
-        });
-    }
-    if !go_on {
-        return;
-    }
-    if let Some((n, bytes)) = lines.finish() {
-        each(Piece::Line(n, &bytes));
-    }
-}
-
 /// Starts the command with its stdout read line by line and its stderr logged.
 fn start(command: &str) -> Result<Running, String> {
     let argv = spawn::argv(command)?;
@@ -318,7 +292,7 @@ fn start(command: &str) -> Result<Running, String> {
     std::thread::Builder::new()
         .name("hermes-persistent-out".into())
         .spawn(move || {
-            read_lines(stdout, |piece| {
+            read_lines(stdout, OUTPUT_CAP, |piece| {
                 let out = match piece {
                     Piece::Line(_, bytes) => Out::Line(bytes.to_vec()),
                     Piece::TooLong(_) => Out::TooLong,
@@ -331,7 +305,7 @@ fn start(command: &str) -> Result<Running, String> {
     let _ = std::thread::Builder::new()
         .name("hermes-persistent-err".into())
         .spawn(move || {
-            read_lines(stderr, |piece| {
+            read_lines(stderr, OUTPUT_CAP, |piece| {
                 match piece {
                     Piece::Line(_, bytes) => tracing::info!(
                         "persistent shell hook {label}: {}",

@@ -96,19 +96,25 @@ pub fn plugin_yaml(data: &[u8]) {
 /// `HOOK.yaml` beside a `handler.py`, through the gateway's directory scan with the strict
 /// permission policy (which reads the real directory the bytes were written to).
 pub fn hook_yaml(data: &[u8]) {
-    let hooks = scratch("hooks");
-    let dir = hooks.join("fuzzed");
-    if std::fs::create_dir_all(&dir).is_err()
-        || std::fs::write(
+    // The directory and handler once; only HOOK.yaml changes from input to input.
+    static HOOKS: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let hooks = HOOKS.get_or_init(|| {
+        let hooks = scratch("hooks");
+        let dir = hooks.join("fuzzed");
+        std::fs::create_dir_all(&dir).ok()?;
+        std::fs::write(
             dir.join("handler.py"),
             "def handle(event, context):\n    pass\n",
         )
-        .is_err()
-        || std::fs::write(dir.join("HOOK.yaml"), data).is_err()
-    {
+        .ok()?;
+        Some(hooks)
+    });
+    let Some(hooks) = hooks else {
         return;
+    };
+    if std::fs::write(hooks.join("fuzzed").join("HOOK.yaml"), data).is_ok() {
+        let _ = hermes_host::gateway::discover::scan(hooks, &Policy::STRICT);
     }
-    let _ = hermes_host::gateway::discover::scan(&hooks, &Policy::STRICT);
 }
 
 /// A finished shell hook run, read as each format reads it. The first byte picks the exit
@@ -169,14 +175,7 @@ pub fn gateway_lines(data: &[u8]) {
     // Small enough that the fuzzer reaches the over-long path with short inputs.
     let mut lines = LineSplitter::new(256);
     let handle = |bytes: &[u8]| {
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            return;
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            return;
-        }
-        if let Ok(inbound) = gateway_wire::Inbound::parse(text, "local") {
+        if let Ok(Some(inbound)) = gateway_wire::Inbound::from_line(bytes, "local") {
             let _ = inbound.session_key();
             let _ = gateway_wire::error_line(&inbound.text);
         }
@@ -236,8 +235,8 @@ pub fn persistent_lines(data: &[u8]) {
 /// The consent allowlist file as found on disk (hand-edited, truncated, another
 /// version's): loaded, listed and looked up.
 pub fn allowlist(data: &[u8]) {
-    let home = Home::at(scratch("home"));
-    let allowlist = shell::consent::Allowlist::new(&home);
+    static HOME: OnceLock<Home> = OnceLock::new();
+    let allowlist = shell::consent::Allowlist::new(HOME.get_or_init(|| Home::at(scratch("home"))));
     if std::fs::write(allowlist.path(), data).is_err() {
         return;
     }

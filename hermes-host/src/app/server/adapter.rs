@@ -42,7 +42,7 @@ use super::Server;
 use super::limits::{DEFAULT_MAX_LINE_BYTES, GatewayLimits};
 use super::wire::{Inbound, Outbound, error_line};
 use hermes_host::gateway::GatewayLog;
-use hermes_host::lines::{LineSplitter, Piece};
+use hermes_host::lines::{LineSplitter, Piece, read_lines};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -432,16 +432,9 @@ async fn wait_killed(killed: &mut watch::Receiver<bool>) {
 /// Handles one complete inbound line from `conn`: a message goes to `server`; anything
 /// else is answered with an `error` line. Blank lines are ignored.
 fn handle_line(line_no: u64, bytes: &[u8], conn: &Arc<Connection>, server: &Server) {
-    let Ok(text) = std::str::from_utf8(bytes) else {
-        conn.send_line(error_line(&format!("line {line_no}: not UTF-8; skipped")));
-        return;
-    };
-    let text = text.trim();
-    if text.is_empty() {
-        return;
-    }
-    match Inbound::parse(text, server.platform()) {
-        Ok(message) => {
+    match Inbound::from_line(bytes, server.platform()) {
+        Ok(None) => {}
+        Ok(Some(message)) => {
             if let Err(why) = server.receive(message, conn) {
                 conn.send_line(error_line(&format!("line {line_no}: {why}")));
             }
@@ -461,27 +454,16 @@ fn too_long_line(line_no: u64, max: usize) -> String {
 /// Reads inbound lines from `input` until end of file and hands each message to `server`;
 /// answers go to `conn`. A line that is not a usable message is answered with an `error`
 /// line and otherwise ignored; blank lines are ignored.
-pub fn serve_lines(mut input: impl BufRead, conn: &Arc<Connection>, server: &Server) {
-    let mut lines = LineSplitter::new(DEFAULT_MAX_LINE_BYTES);
-    loop {
-        let chunk = match input.fill_buf() {
-            Ok([]) => break,
-            Ok(chunk) => chunk,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let used = chunk.len();
-        lines.push(chunk, |piece| match piece {
+pub fn serve_lines(input: impl BufRead, conn: &Arc<Connection>, server: &Server) {
+    read_lines(input, DEFAULT_MAX_LINE_BYTES, |piece| {
+        match piece {
             Piece::Line(n, bytes) => handle_line(n, bytes, conn, server),
             Piece::TooLong(n) => {
                 conn.send_line(too_long_line(n, DEFAULT_MAX_LINE_BYTES));
             }
-        });
-        input.consume(used);
-    }
-    if let Some((n, bytes)) = lines.finish() {
-        handle_line(n, &bytes, conn, server);
-    }
+        }
+        true
+    });
     conn.read_closed(server.router());
 }
 

@@ -43,6 +43,21 @@ impl Inbound {
         session_key(&self.platform, &self.chat_id)
     }
 
+    /// One line as a client sent it (without its newline): `None` for a blank line, else
+    /// the message [`parse`](Self::parse) makes of it.
+    ///
+    /// # Errors
+    ///
+    /// `not UTF-8; skipped`, or what [`parse`](Self::parse) says.
+    pub fn from_line(bytes: &[u8], default_platform: &str) -> Result<Option<Inbound>, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8; skipped".to_string())?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        Inbound::parse(text, default_platform).map(Some)
+    }
+
     /// Parses one inbound line; `default_platform` fills a missing `platform`.
     ///
     /// # Errors
