@@ -12,6 +12,8 @@
 //! - [`logging`] bridges plugins' `tracing` records into the host's log;
 //! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
 //!   or `handler.py` handler) and delivers events to them without blocking the caller;
+//! - [`run_control`] carries what hooks ask of the run beyond their answer (Claude's
+//!   `ask` / `allow` for one tool call, `continue: false` for the run) to the host;
 //! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
 //! - [`trust`] decides whether a file may run as the user (confinement to its directory,
 //!   plain plugin names, ownership and permissions as sshd's `StrictModes`);
@@ -74,6 +76,7 @@ pub mod plugins;
 pub mod process;
 pub mod pyfmt;
 pub mod registry;
+pub mod run_control;
 pub mod schema;
 pub mod shell;
 #[cfg(feature = "testing")]

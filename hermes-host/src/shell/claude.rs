@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::spawn::RunResult;
 use super::wire::{self, Decision, Stdout};
+use crate::run_control::{Permission, Stop};
 
 /// How a Hermes argument's value becomes the Claude one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,10 +402,12 @@ pub struct Answer {
     pub decision: Option<Decision>,
     /// `systemMessage`: a line for the user.
     pub system_message: Option<String>,
-    /// `continue: false`: the agent run should stop, with this reason.
-    pub stop: Option<String>,
-    /// `permissionDecision: allow`: this call needs no approval prompt from the host.
-    pub allow: bool,
+    /// `continue: false` (the run ends) or a blocked prompt (the turn ends), with the
+    /// reason the user sees.
+    pub stop: Option<Stop>,
+    /// `permissionDecision: ask` (the call goes through the host's approval step) or
+    /// `allow` (it skips that step).
+    pub permission: Option<Permission>,
     /// What the run deserves to have logged.
     pub warnings: Vec<String>,
 }
@@ -420,14 +423,14 @@ fn plain_stdout_is_context(event: &str) -> bool {
 ///
 /// - exit 2: block, with stderr as the reason;
 /// - `decision: "block"` with `reason`: block;
-/// - `hookSpecificOutput.permissionDecision`: `deny` blocks with its reason; `ask` blocks
-///   too, since a hook's question cannot reach anyone from a shell hook's run (the message
-///   says so); `allow` is reported in [`Answer::allow`];
+/// - `hookSpecificOutput.permissionDecision`: `deny` blocks with its reason; `ask` and
+///   `allow` are reported in [`Answer::permission`], for the host's approval step;
 /// - `hookSpecificOutput.updatedInput`: a modify, with Hermes argument names;
 /// - `additionalContext`, or plain stdout with exit 0 on prompt and session-start events:
 ///   context;
-/// - `continue: false` with `stopReason`: [`Answer::stop`] (and a block on tool events, so
-///   the call does not run);
+/// - `continue: false` with `stopReason`: [`Answer::stop`] ending the run (and a block on
+///   tool events, so the call does not run); exit 2 or `decision: "block"` on a prompt
+///   event: [`Answer::stop`] ending the turn, so the model never sees the prompt;
 /// - `systemMessage`: [`Answer::system_message`]. `suppressOutput` changes nothing here:
 ///   stdout is never shown.
 ///
@@ -450,7 +453,7 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
         if tool_event {
             answer.decision = Some(Decision::Block(reason.to_string()));
         } else if event == "pre_llm_call" {
-            answer.stop = Some(reason.to_string());
+            answer.stop = Some(Stop::turn(reason));
         } else {
             answer
                 .warnings
@@ -485,7 +488,7 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
         if tool_event {
             answer.decision = Some(Decision::Block(reason.clone()));
         }
-        answer.stop = Some(reason);
+        answer.stop = Some(Stop::run(reason));
         return answer;
     }
     let permission = text(&specific, "permissionDecision");
@@ -499,12 +502,9 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
         }
         Some("ask") if tool_event => {
             let why = permission_reason.unwrap_or_else(|| "a hook asks for approval".into());
-            answer.decision = Some(Decision::Block(format!(
-                "{why} (a hook asked for approval of this call, and nobody can approve it from here)"
-            )));
-            return answer;
+            answer.permission = Some(Permission::Ask(why));
         }
-        Some("allow") if tool_event => answer.allow = true,
+        Some("allow") if tool_event => answer.permission = Some(Permission::Allow),
         _ => {}
     }
     if value.get("decision").and_then(Value::as_str) == Some("block") {
@@ -515,7 +515,7 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
                 return answer;
             }
             "pre_llm_call" => {
-                answer.stop = Some(reason);
+                answer.stop = Some(Stop::turn(reason));
                 return answer;
             }
             _ => {}
@@ -617,12 +617,14 @@ mod tests {
             Some(Decision::Block(".env is secret".into()))
         );
         let ask = r#"{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "risky"}}"#;
-        assert!(
-            matches!(d("pre_tool_call", run(0, ask, "")).decision, Some(Decision::Block(m)) if m.starts_with("risky (a hook asked"))
+        let a = d("pre_tool_call", run(0, ask, ""));
+        assert_eq!(
+            (a.permission, a.decision),
+            (Some(Permission::Ask("risky".into())), None)
         );
         let allow = r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#;
         let a = d("pre_tool_call", run(0, allow, ""));
-        assert!(a.allow && a.decision.is_none());
+        assert_eq!((a.permission, a.decision), (Some(Permission::Allow), None));
         let updated = r#"{"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"file_path": "/safe/x", "content": "c"}}}"#;
         assert_eq!(
             d("pre_tool_call", run(0, updated, "")).decision,
@@ -642,8 +644,8 @@ mod tests {
             r#"{"continue": false, "stopReason": "budget spent", "systemMessage": "stopping"}"#;
         let a = d("pre_tool_call", run(0, stop, ""));
         assert_eq!(
-            (a.stop.as_deref(), a.system_message.as_deref()),
-            (Some("budget spent"), Some("stopping"))
+            (a.stop, a.system_message.as_deref()),
+            (Some(Stop::run("budget spent")), Some("stopping"))
         );
         assert_eq!(a.decision, Some(Decision::Block("budget spent".into())));
         let context = r#"{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "branch main"}}"#;
@@ -653,8 +655,17 @@ mod tests {
         );
         let block = r#"{"decision": "block", "reason": "no secrets in prompts"}"#;
         assert_eq!(
-            d("pre_llm_call", run(0, block, "")).stop.as_deref(),
-            Some("no secrets in prompts")
+            d("pre_llm_call", run(0, block, "")).stop,
+            Some(Stop::turn("no secrets in prompts"))
+        );
+        assert_eq!(
+            d("pre_llm_call", run(2, "", "prompt refused\n")).stop,
+            Some(Stop::turn("prompt refused"))
+        );
+        let ended = r#"{"continue": false, "stopReason": "done for today"}"#;
+        assert_eq!(
+            d("post_tool_call", run(0, ended, "")).stop,
+            Some(Stop::run("done for today"))
         );
     }
 }

@@ -509,6 +509,7 @@ impl ExternalHook for ShellHook {
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {
             let (_run, mut evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
+            note_run_control(&kwargs, &mut evaluation);
             if spec.event == "on_session_start" {
                 if let Some(Decision::Context(text)) = evaluation.decision.take() {
                     let session = kwargs.get("session_id").and_then(Value::as_str);
@@ -566,6 +567,19 @@ impl ExternalHook for ShellHook {
     }
 }
 
+/// Hands what a Claude-format answer asks of the agent beyond its reply (approval of
+/// this tool call, the end of the turn or run) to [`run_control`](crate::run_control),
+/// keyed by the payload's session and tool call, where the host takes it after firing.
+fn note_run_control(kwargs: &Map<String, Value>, evaluation: &mut Evaluation) {
+    let key = |k: &str| kwargs.get(k).and_then(Value::as_str).unwrap_or_default();
+    if let Some(permission) = evaluation.permission.take() {
+        crate::run_control::note_permission(key("session_id"), key("tool_call_id"), permission);
+    }
+    if let Some(stop) = evaluation.stop.take() {
+        crate::run_control::note_stop(key("session_id"), stop);
+    }
+}
+
 /// The reply the registry can use for `event`: blocks and modifies on `pre_tool_call`,
 /// context on `pre_llm_call`. On other events a shell hook is an observer (as in the
 /// reference, where such answers reach aggregators that ignore them).
@@ -589,6 +603,13 @@ pub struct Evaluation {
     pub decision: Option<Decision>,
     /// The warnings the run deserves, with the reference's texts (not yet logged).
     pub warnings: Vec<String>,
+    /// A `format: claude` hook's say on the host's approval of this tool call
+    /// (`permissionDecision: ask` / `allow`), recorded in [`run_control`](crate::run_control)
+    /// when the hook fires for an agent.
+    pub permission: Option<crate::run_control::Permission>,
+    /// A `format: claude` hook's `continue: false` (the run ends) or blocked prompt (the
+    /// turn ends), recorded in [`run_control`](crate::run_control) when the hook fires.
+    pub stop: Option<crate::run_control::Stop>,
 }
 
 /// `hook <command> failed closed: <reason>` for a `fail_closed` hook on a blocking event.
@@ -626,6 +647,8 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             "{noun} failed (event={event} {target}={command}): {error}"
         ));
         return Evaluation {
+            permission: None,
+            stop: None,
             decision: fail_closed(spec, error),
             warnings,
         };
@@ -636,6 +659,8 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             run.elapsed_seconds()
         ));
         return Evaluation {
+            permission: None,
+            stop: None,
             decision: fail_closed(spec, &format!("timed out after {}s", spec.timeout)),
             warnings,
         };
@@ -682,7 +707,12 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             decision = fail_closed(spec, &reason).or(decision);
         }
     }
-    Evaluation { decision, warnings }
+    Evaluation {
+        decision,
+        warnings,
+        permission: None,
+        stop: None,
+    }
 }
 
 /// Runs `spec` once with `kwargs` (the event's keyword arguments) and evaluates the run, as
@@ -770,14 +800,8 @@ fn run_claude(
             .warnings
             .push(format!("{} {} says: {message}", spec.noun(), spec.command));
     }
-    if let (Some(reason), false) = (&answer.stop, spec.event == "pre_tool_call") {
-        evaluation.warnings.push(format!(
-            "{} {} asked to stop the run ({reason}); on {} this host cannot end a run, so it goes on",
-            spec.noun(),
-            spec.command,
-            spec.event
-        ));
-    }
+    evaluation.permission = answer.permission;
+    evaluation.stop = answer.stop;
     evaluation.decision = answer.decision.or_else(|| fail_closed_claude(spec, &run));
     (run, evaluation)
 }

@@ -142,7 +142,12 @@ impl Approver {
             ApprovalMode::Session => "session",
             ApprovalMode::Always => "always",
             ApprovalMode::Deny => "deny",
-            ApprovalMode::Prompt => prompt(command, description, self.timeout),
+            ApprovalMode::Prompt => prompt(
+                &format!("⚠ Dangerous command ({description})"),
+                command,
+                LASTING_CHOICES,
+                self.timeout,
+            ),
         };
         let keys = keys.iter().map(|k| k.to_string());
         match choice {
@@ -162,17 +167,48 @@ impl Approver {
         }
         choice
     }
+
+    /// The choice for a tool call a hook asked approval for (Claude's `permissionDecision:
+    /// ask`), described by `summary`, with the hook's `reason`: `once`, `deny` or `timeout`.
+    /// Nothing is remembered: only the hook knows which calls are alike, so it is asked
+    /// again for every call.
+    pub fn decide_ask(&self, summary: &str, reason: &str) -> &'static str {
+        match self.mode {
+            ApprovalMode::Once | ApprovalMode::Session | ApprovalMode::Always => "once",
+            ApprovalMode::Deny => "deny",
+            // Only `once` is offered; a lasting answer typed anyway counts once.
+            ApprovalMode::Prompt => match prompt(
+                &format!("A hook asks for approval ({reason})"),
+                summary,
+                "[o]nce / [d]eny",
+                self.timeout,
+            ) {
+                "session" | "always" => "once",
+                other => other,
+            },
+        }
+    }
+
+    /// Whether a `deny` comes from nobody being there to ask: approvals are prompted for,
+    /// and standard input is not a terminal (a headless run, a service).
+    pub fn headless(&self) -> bool {
+        self.mode == ApprovalMode::Prompt && !std::io::stdin().is_terminal()
+    }
 }
 
-/// Asks at the terminal; no terminal means deny, silence past `timeout` means `timeout`.
-fn prompt(command: &str, description: &str, timeout: Duration) -> &'static str {
+/// The answers a dangerous command's prompt offers.
+const LASTING_CHOICES: &str = "[o]nce / [s]ession / [a]lways / [d]eny";
+
+/// Asks at the terminal, offering `choices`; no terminal means deny, silence past
+/// `timeout` means `timeout`.
+fn prompt(heading: &str, command: &str, choices: &str, timeout: Duration) -> &'static str {
     if !std::io::stdin().is_terminal() {
         return "deny";
     }
     let mut out = std::io::stderr();
     let _ = write!(
         out,
-        "\n⚠ Dangerous command ({description}):\n    {command}\nAllow? [o]nce / [s]ession / [a]lways / [d]eny (denied in {}s): ",
+        "\n{heading}:\n    {command}\nAllow? {choices} (denied in {}s): ",
         timeout.as_secs()
     );
     let _ = out.flush();

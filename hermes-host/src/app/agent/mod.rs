@@ -20,6 +20,12 @@
 //! 6. `on_session_end` at the end of every turn, with `completed=false, interrupted=true`
 //!    when an interrupt stopped it.
 //!
+//! What a hook asks of the run beyond its answer (see [`hermes_host::run_control`]) is taken
+//! right after firing: a `permissionDecision: ask` puts that tool call through the approval
+//! step (any tool, with the hook's reason; nothing remembered), an `allow` skips the host's
+//! own approval of that call, a blocked prompt ends the turn before the model sees it, and
+//! `continue: false` ends the turn and the run ([`TurnResult::stopped`]).
+//!
 //! [`Agent::finalize`] fires `on_session_finalize`. Failures inside hooks never stop the
 //! loop; failures of tools are tool results.
 
@@ -45,6 +51,7 @@ pub use trace::{TraceFormat, Tracer};
 
 use hermes_host::gateway::GatewayHooks;
 use hermes_host::registry::{Outcome, Registry, ToolVerdict};
+use hermes_host::run_control::{self, Permission, Stop};
 
 /// Where the agent writes the conversation as it happens (the user, tool calls, results and
 /// answers). `hermes run` prints to stdout; the gateway sends replies to the chat.
@@ -129,6 +136,8 @@ pub struct TurnResult {
     pub interrupted: bool,
     /// Why the model provider failed, when it did (a script's `error:` step).
     pub error: Option<String>,
+    /// A hook stopped the turn (a blocked prompt) or the whole run (`continue: false`).
+    pub stopped: Option<Stop>,
 }
 
 /// The agent: the hooks, the tools' settings, and the trace. Cloning shares everything.
@@ -198,7 +207,7 @@ impl Agent {
     }
 
     /// Runs a whole script as one session: every turn, then `on_session_finalize`. Stops
-    /// after a turn that was interrupted.
+    /// after a turn that was interrupted or whose hooks ended the run.
     pub fn run_script(&self, script: &Script, cwd: &Path) -> Vec<TurnResult> {
         let mut session = Session::new(&script.model, &script.platform, cwd);
         if let Some(id) = &script.session_id {
@@ -208,7 +217,7 @@ impl Agent {
         let mut results = Vec::new();
         for turn in &script.turns {
             let result = self.run_turn(&mut session, &turn.user, &turn.steps);
-            let stop = result.interrupted;
+            let stop = result.interrupted || result.stopped.as_ref().is_some_and(|s| s.ends_run);
             results.push(result);
             if stop {
                 break;
@@ -216,6 +225,18 @@ impl Agent {
         }
         self.finalize(&session);
         results
+    }
+
+    /// Folds what hooks asked of `session`'s turn or run since the last look into `stop`;
+    /// whether the turn is stopped.
+    fn stop_asked(&self, session: &Session, stop: &mut Option<Stop>) -> bool {
+        if let Some(asked) = run_control::take_stop(&session.id) {
+            *stop = Some(match stop.take() {
+                Some(earlier) => earlier.combine(asked),
+                None => asked,
+            });
+        }
+        stop.is_some()
     }
 
     /// Fires `on_session_finalize` for `session`.
@@ -235,39 +256,50 @@ impl Agent {
         steps: &[Step],
     ) -> TurnResult {
         let is_first_turn = session.history.is_empty();
-        if is_first_turn {
+        let mut stop = None;
+        // Counted, not read off the history: a blocked prompt leaves no trace there, and
+        // the session has started all the same.
+        if session.turns == 0 {
             let event = SessionStartEvent {
                 session_id: &session.id,
                 model: &session.model,
                 platform: &session.platform,
             };
             self.fire(SessionStartEvent::HOOK, &event.fields());
+            self.stop_asked(session, &mut stop);
         }
         self.transcript
             .line(session, &format!("user: {user_message}"));
-        let history = self.history_for(PreLlmCallEvent::HOOK, session);
         let turn_id = format!("{}-t{}", session.id, session.turns + 1);
-        let event = PreLlmCallEvent {
-            session_id: &session.id,
-            user_message,
-            conversation_history: &history,
-            is_first_turn,
-            model: &session.model,
-            platform: &session.platform,
-            sender_id: session.user_id.as_deref(),
-            turn_id: Some(&turn_id),
-        };
-        let context = self
-            .fire(PreLlmCallEvent::HOOK, &event.fields())
-            .into_text();
+        let mut context = None;
+        if stop.is_none() {
+            let history = self.history_for(PreLlmCallEvent::HOOK, session);
+            let event = PreLlmCallEvent {
+                session_id: &session.id,
+                user_message,
+                conversation_history: &history,
+                is_first_turn,
+                model: &session.model,
+                platform: &session.platform,
+                sender_id: session.user_id.as_deref(),
+                turn_id: Some(&turn_id),
+            };
+            context = self
+                .fire(PreLlmCallEvent::HOOK, &event.fields())
+                .into_text();
+            self.stop_asked(session, &mut stop);
+        }
         // What the model receives this turn; the history keeps the message without context.
         let model_input = match &context {
             Some(context) => format!("{user_message}\n\n{context}"),
             None => user_message.to_string(),
         };
-        session
-            .history
-            .push(json!({ "role": "user", "content": user_message }));
+        // A prompt a hook refused is erased from the conversation, as in Claude Code.
+        if stop.is_none() {
+            session
+                .history
+                .push(json!({ "role": "user", "content": user_message }));
+        }
         session.turns += 1;
         let mut start = self.gateway_base(session);
         start.insert("message".into(), json!(truncate_chars(user_message, 500)));
@@ -282,6 +314,9 @@ impl Agent {
         for (i, step) in steps.iter().enumerate() {
             if self.interrupt.load(Ordering::SeqCst) {
                 interrupted = true;
+                break;
+            }
+            if stop.is_some() {
                 break;
             }
             let api = ApiRequestEvent {
@@ -356,6 +391,9 @@ impl Agent {
                 session
                     .history
                     .push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
+                if self.stop_asked(session, &mut stop) {
+                    break;
+                }
             }
             if interrupted || self.interrupt.load(Ordering::SeqCst) {
                 interrupted = true;
@@ -364,6 +402,9 @@ impl Agent {
         }
 
         let mut completed = false;
+        if stop.is_some() {
+            response = None;
+        }
         if !interrupted {
             if let Some(text) = response.take() {
                 let mut shown = text.clone();
@@ -394,6 +435,7 @@ impl Agent {
                     platform: &session.platform,
                 };
                 self.fire(PostLlmCallEvent::HOOK, &event.fields());
+                self.stop_asked(session, &mut stop);
                 self.transcript
                     .line(session, &format!("assistant: {shown}"));
                 response = Some(shown);
@@ -410,6 +452,18 @@ impl Agent {
             platform: &session.platform,
         };
         self.fire(SessionEndEvent::HOOK, &end.fields());
+        self.stop_asked(session, &mut stop);
+        if let Some(stop) = &stop {
+            let reach = if stop.ends_run {
+                "the run"
+            } else {
+                "this turn"
+            };
+            self.transcript.line(
+                session,
+                &format!("[a hook stopped {reach}: {}]", stop.reason),
+            );
+        }
         let mut end_ctx = start;
         end_ctx.insert(
             "response".into(),
@@ -423,6 +477,7 @@ impl Agent {
             completed,
             interrupted,
             error,
+            stopped: stop,
         }
     }
 
@@ -451,15 +506,21 @@ impl Agent {
             Outcome::Tool(v) => v,
             _ => ToolVerdict::default(),
         };
+        // Taken even when blocked, so nothing is left behind for this call.
+        let permission = run_control::take_permission(&session.id, call_id);
         let args = verdict.apply(&call.args);
         let args_text = args.to_string();
         self.transcript
             .line(session, &format!("  -> {} {}", call.tool, args_text));
         let started = Instant::now();
-        let (result, status, error_type, error_message) = match verdict.error_result() {
-            Some(blocked) => (blocked, "blocked", None, None),
-            None => {
-                let result = self.run_tool(session, &call.tool, &args);
+        let refused = match verdict.error_result() {
+            Some(blocked) => Err(blocked),
+            None => self.hook_approval(session, &call.tool, &args, permission),
+        };
+        let (result, status, error_type, error_message) = match refused {
+            Err(result) => (result, "blocked", None, None),
+            Ok(approved) => {
+                let result = self.run_tool(session, &call.tool, &args, approved);
                 let failed = serde_json::from_str::<Value>(&result)
                     .ok()
                     .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
@@ -506,9 +567,90 @@ impl Agent {
         result
     }
 
-    fn run_tool(&self, session: &Session, tool: &str, args: &Value) -> String {
+    /// What a hook's say on this call's approval means: `Ok(true)` when the host's own
+    /// approval step is settled for it (an `allow`, or an `ask` the user approved),
+    /// `Ok(false)` when that step still applies, `Err(result)` when the call must not run.
+    fn hook_approval(
+        &self,
+        session: &Session,
+        tool: &str,
+        args: &Value,
+        permission: Option<Permission>,
+    ) -> Result<bool, String> {
+        let reason = match permission {
+            None => return Ok(false),
+            Some(Permission::Allow) => return Ok(true),
+            Some(Permission::Ask(reason)) => reason,
+        };
+        let summary = match (tool, args["command"].as_str()) {
+            ("terminal", Some(command)) => command.to_string(),
+            _ => format!("{tool} {args}"),
+        };
+        match self.approve(session, &summary, &reason, &["hook_ask"], true) {
+            "deny" if self.approver.headless() => Err(tools::error(&format!(
+                "{tool} not run: a hook asked for approval ({reason}) and nobody is at a terminal to give it; \
+                 pass --approvals once to approve such calls in a headless run"
+            ))),
+            "deny" => Err(tools::error(&format!(
+                "{tool} not run: a hook asked for approval ({reason}) and the user denied it"
+            ))),
+            "timeout" => Err(tools::error(&format!(
+                "{tool} not run: a hook asked for approval ({reason}) and the approval timed out"
+            ))),
+            _ => Ok(true),
+        }
+    }
+
+    /// The approval step: `pre_approval_request`, the approver's choice, then
+    /// `post_approval_response`. `asked_by_hook`: a hook's `ask` (nothing remembered)
+    /// rather than a dangerous command.
+    fn approve(
+        &self,
+        session: &Session,
+        command: &str,
+        description: &str,
+        keys: &[&str],
+        asked_by_hook: bool,
+    ) -> &'static str {
+        let keys_json = json!(keys).to_string();
+        let session_key = session.chat_id.as_ref().map_or_else(
+            || session.id.clone(),
+            |c| format!("{}:{c}", session.platform),
+        );
+        let pattern_key = keys.first().copied().unwrap_or_default();
+        let request = ApprovalRequestEvent {
+            command,
+            description,
+            pattern_key,
+            pattern_keys: &keys_json,
+            session_key: &session_key,
+            surface: self.surface,
+        };
+        self.fire(ApprovalRequestEvent::HOOK, &request.fields());
+        let choice = if asked_by_hook {
+            self.approver.decide_ask(command, description)
+        } else {
+            self.approver
+                .decide(&session.id, command, description, keys)
+        };
+        let response = ApprovalResponseEvent {
+            command,
+            description,
+            pattern_key,
+            pattern_keys: &keys_json,
+            session_key: &session_key,
+            surface: self.surface,
+            choice,
+        };
+        self.fire(ApprovalResponseEvent::HOOK, &response.fields());
+        choice
+    }
+
+    /// Runs `tool`; `approved`: its approval is settled (a hook allowed it, or the user
+    /// approved a hook's ask), so a dangerous command is not asked about again.
+    fn run_tool(&self, session: &Session, tool: &str, args: &Value, approved: bool) -> String {
         match tool {
-            "terminal" => self.terminal(session, args),
+            "terminal" => self.terminal(session, args, approved),
             "read_file" => tools::read_file(&session.cwd, args),
             "write_file" => tools::write_file(&session.cwd, args),
             "delegate_task" => self.delegate(session, args),
@@ -555,40 +697,15 @@ impl Agent {
         }
     }
 
-    fn terminal(&self, session: &Session, args: &Value) -> String {
+    fn terminal(&self, session: &Session, args: &Value, approved: bool) -> String {
         let Some(command) = args["command"].as_str() else {
             return tools::error("terminal needs a `command` argument");
         };
-        if let Some((keys, description)) = approval::dangerous(command) {
+        let danger = approval::dangerous(command).filter(|_| !approved);
+        if let Some((keys, description)) = danger {
             // "session" approvals last as long as this session id (a /reset ends them).
             if !self.approver.remembered(&session.id, &keys) {
-                let keys_json = json!(keys).to_string();
-                let session_key = session.chat_id.as_ref().map_or_else(
-                    || session.id.clone(),
-                    |c| format!("{}:{c}", session.platform),
-                );
-                let request = ApprovalRequestEvent {
-                    command,
-                    description,
-                    pattern_key: keys[0],
-                    pattern_keys: &keys_json,
-                    session_key: &session_key,
-                    surface: self.surface,
-                };
-                self.fire(ApprovalRequestEvent::HOOK, &request.fields());
-                let choice = self
-                    .approver
-                    .decide(&session.id, command, description, &keys);
-                let response = ApprovalResponseEvent {
-                    command,
-                    description,
-                    pattern_key: keys[0],
-                    pattern_keys: &keys_json,
-                    session_key: &session_key,
-                    surface: self.surface,
-                    choice,
-                };
-                self.fire(ApprovalResponseEvent::HOOK, &response.fields());
+                let choice = self.approve(session, command, description, &keys, false);
                 if matches!(choice, "deny" | "timeout") {
                     let why = if choice == "timeout" {
                         "the approval timed out"
@@ -655,6 +772,13 @@ impl Agent {
                                 let r = self.run_turn(&mut child, &turn.user, &turn.steps);
                                 if r.interrupted {
                                     status = "interrupted";
+                                    break;
+                                }
+                                // A hook ended the child's run: what it said so far is
+                                // its summary.
+                                if r.stopped.as_ref().is_some_and(|s| s.ends_run) {
+                                    last = r.response.or(last);
+                                    status = "failed";
                                     break;
                                 }
                                 if !r.completed {

@@ -135,6 +135,7 @@ impl Core {
             "api_calls": api_calls,
             "completed": result.completed,
             "interrupted": result.interrupted,
+            "stopped": result.stopped.map(|s| s.reason),
             "session_id": session.id,
         }))
     }

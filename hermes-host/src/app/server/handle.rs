@@ -171,6 +171,19 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
             json!({ "role": "system", "content": "[interrupted]" }),
         );
     }
+    if let Some(stop) = &result.stopped {
+        core.record(
+            &session_id,
+            json!({ "role": "system", "content": format!("[stopped by a hook: {}]", stop.reason) }),
+        );
+        core.reply(
+            chat,
+            message,
+            OutboundKind::Notice,
+            &format!("A hook stopped this turn: {}", stop.reason),
+            Some(&session_id),
+        );
+    }
     if let Some(error) = &result.error {
         core.record(
             &session_id,

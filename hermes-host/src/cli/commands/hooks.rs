@@ -13,6 +13,7 @@ use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
 use hermes_host::registry::FiringRecord;
+use hermes_host::run_control::{self, Permission, Stop};
 use hermes_host::shell::consent::{Allowlist, Approval};
 use hermes_host::shell::spawn::RunResult;
 use hermes_host::shell::{self, Evaluation, ShellHookSpec, config, script};
@@ -260,6 +261,40 @@ fn decision_json(evaluation: &Evaluation) -> Option<Value> {
     evaluation.decision.as_ref().map(|d| d.to_wire())
 }
 
+/// What a Claude-format answer asks of the agent beyond its decision, in words: one line
+/// for the approval step, one for a stop.
+fn run_control_words(permission: Option<&Permission>, stop: Option<&Stop>) -> Vec<String> {
+    let mut words = Vec::new();
+    match permission {
+        Some(Permission::Ask(reason)) => words.push(format!(
+            "approval: ask ({reason}); the call goes through the host's approval step"
+        )),
+        Some(Permission::Allow) => words.push(
+            "approval: allow; the host's own approval prompt is skipped for this call".into(),
+        ),
+        None => {}
+    }
+    if let Some(stop) = stop {
+        let reach = if stop.ends_run { "run" } else { "turn" };
+        words.push(format!("stop: ends the {reach} ({})", stop.reason));
+    }
+    words
+}
+
+/// The same as JSON: `{"permission": ..., "reason": ...}` and `{"stop": ..., "reason": ...}`.
+fn run_control_json(permission: Option<&Permission>, stop: Option<&Stop>) -> (Value, Value) {
+    let permission = match permission {
+        Some(Permission::Ask(reason)) => json!({ "decision": "ask", "reason": reason }),
+        Some(Permission::Allow) => json!({ "decision": "allow" }),
+        None => Value::Null,
+    };
+    let stop = stop.map_or(
+        Value::Null,
+        |s| json!({ "ends": if s.ends_run { "run" } else { "turn" }, "reason": s.reason }),
+    );
+    (permission, stop)
+}
+
 fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
     json!({
         "returncode": run.returncode,
@@ -272,6 +307,8 @@ fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
         "stderr_dropped": run.stderr_dropped,
         "http_status": run.http_status,
         "parsed": decision_json(evaluation),
+        "permission": run_control_json(evaluation.permission.as_ref(), None).0,
+        "stop": run_control_json(None, evaluation.stop.as_ref()).1,
         "warnings": evaluation.warnings,
     })
 }
@@ -453,6 +490,9 @@ fn print_parsed(evaluation: &Evaluation) {
             )
         ),
         None => println!("      parsed: <none — hook contributed nothing to the dispatcher>"),
+    }
+    for line in run_control_words(evaluation.permission.as_ref(), evaluation.stop.as_ref()) {
+        println!("      {line}");
     }
 }
 
@@ -840,6 +880,10 @@ fn fire(
     let report = report.shell;
     let owned = OwnedPayload::from_json(event, &payload);
     let outcome = registry.fire(event, &owned.fields());
+    // What Claude-format hooks asked of the agent, taken as an agent would after firing.
+    let key = |k: &str| payload[k].as_str().unwrap_or_default();
+    let permission = run_control::take_permission(key("session_id"), key("tool_call_id"));
+    let stop = run_control::take_stop(key("session_id"));
     let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
     let summary = describe(&outcome);
     if as_json {
@@ -852,8 +896,9 @@ fn fire(
             .iter()
             .map(|s| json!({ "event": s.event, "command": s.command }))
             .collect();
+        let (permission, stop) = run_control_json(permission.as_ref(), stop.as_ref());
         return print_json(
-            &json!({ "event": event, "registered": registered, "warnings": report.warnings, "callbacks": calls, "outcome": summary }),
+            &json!({ "event": event, "registered": registered, "warnings": report.warnings, "callbacks": calls, "outcome": summary, "permission": permission, "stop": stop }),
         );
     }
     if records.is_empty() {
@@ -873,6 +918,9 @@ fn fire(
         }
     }
     println!("Outcome: {summary}");
+    for line in run_control_words(permission.as_ref(), stop.as_ref()) {
+        println!("  {line}");
+    }
     Ok(ExitStatus::Success)
 }
 

@@ -1,0 +1,235 @@
+//! What hooks ask of the agent run beyond their answer: approval of one tool call, and the
+//! end of the run.
+//!
+//! The ABI's answers (block, modify, context, replace) say what happens to one firing.
+//! Claude Code's hook format can say more that only the host running the agent can act on:
+//! `permissionDecision: ask` / `allow` (put this tool call through the host's approval
+//! step, or skip that step for it), `continue: false` (end the run) and a blocked prompt
+//! (end this turn before the model sees it). A hook records those here, keyed by the
+//! session and the tool call it fired for, and the host takes them right after firing:
+//! [`take_permission`] after `pre_tool_call`, [`take_stop`] after any firing.
+//!
+//! Keys rather than a thread-local, so an answer cannot be lost or applied to another call
+//! whatever thread a hook runs on. A host that never takes (for example `hermes hooks fire`)
+//! leaves entries behind; each map keeps at most [`MAX_WAITING`] and drops the oldest, which
+//! a host that does take can never reach: it takes each entry microseconds after it is made.
+//!
+//! ```
+//! use hermes_host::run_control::{self, Permission, Stop};
+//! run_control::note_permission("s-1", "call-1", Permission::Allow);
+//! run_control::note_permission("s-1", "call-1", Permission::Ask("touches prod".into()));
+//! // `ask` outranks `allow`, as in Claude Code (a block outranks both: it never runs).
+//! assert_eq!(run_control::take_permission("s-1", "call-1"), Some(Permission::Ask("touches prod".into())));
+//! assert_eq!(run_control::take_permission("s-1", "call-1"), None);
+//!
+//! run_control::note_stop("s-1", Stop::turn("prompt refused"));
+//! run_control::note_stop("s-1", Stop::run("budget spent"));
+//! // The first reason stays; the run ends if any hook asked for that.
+//! assert_eq!(run_control::take_stop("s-1"), Some(Stop { reason: "prompt refused".into(), ends_run: true }));
+//! assert_eq!(run_control::take_stop("s-1"), None);
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::Mutex;
+
+/// Entries each map keeps before dropping the oldest.
+pub const MAX_WAITING: usize = 1024;
+
+/// A hook's say on whether one tool call needs the host's approval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// Put the call through the host's approval step, with this reason (Claude's `ask`).
+    Ask(String),
+    /// The call needs no approval prompt from the host (Claude's `allow`). Other hooks
+    /// still run and can still block it.
+    Allow,
+}
+
+impl Permission {
+    /// The stronger of two answers for one call: `ask` outranks `allow`; between two asks
+    /// the first reason stays (hooks run in registry order).
+    fn combine(self, later: Permission) -> Permission {
+        match (self, later) {
+            (Permission::Allow, later) => later,
+            (earlier, _) => earlier,
+        }
+    }
+}
+
+/// A hook's request to stop the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stop {
+    /// Why, in the hook's words: the user sees it.
+    pub reason: String,
+    /// `true`: the whole run ends (Claude's `continue: false`); `false`: only this turn
+    /// does (a blocked prompt: the model never sees it, later turns still run).
+    pub ends_run: bool,
+}
+
+impl Stop {
+    /// Ends this turn only.
+    pub fn turn(reason: impl Into<String>) -> Stop {
+        Stop {
+            reason: reason.into(),
+            ends_run: false,
+        }
+    }
+
+    /// Ends the whole run.
+    pub fn run(reason: impl Into<String>) -> Stop {
+        Stop {
+            reason: reason.into(),
+            ends_run: true,
+        }
+    }
+
+    /// Two requests for one session: the first reason stays (hooks run in registry
+    /// order), and the run ends if either asked for that.
+    pub fn combine(self, later: Stop) -> Stop {
+        Stop {
+            reason: self.reason,
+            ends_run: self.ends_run || later.ends_run,
+        }
+    }
+}
+
+/// A map that keeps at most [`MAX_WAITING`] entries, dropping the oldest.
+struct Bounded<K, V> {
+    entries: HashMap<K, V>,
+    order: VecDeque<K>,
+}
+
+impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
+    fn new() -> Self {
+        Bounded {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn upsert(&mut self, key: K, value: V, merge: impl FnOnce(V, V) -> V) {
+        if let Some(old) = self.entries.remove(&key) {
+            self.entries.insert(key, merge(old, value));
+            return;
+        }
+        while self.entries.len() >= MAX_WAITING {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if self.entries.remove(&oldest).is_some() {
+                tracing::debug!("run control: dropped an answer nobody took");
+            }
+        }
+        self.order.push_back(key.clone());
+        self.entries.insert(key, value);
+        // Keys already taken linger in `order`; trim them so it stays bounded too.
+        if self.order.len() > 2 * MAX_WAITING {
+            let entries = &self.entries;
+            self.order.retain(|k| entries.contains_key(k));
+        }
+    }
+
+    fn take(&mut self, key: &K) -> Option<V> {
+        self.entries.remove(key)
+    }
+}
+
+type CallKey = (String, String);
+
+fn permissions() -> &'static Mutex<Bounded<CallKey, Permission>> {
+    static MAP: std::sync::OnceLock<Mutex<Bounded<CallKey, Permission>>> =
+        std::sync::OnceLock::new();
+    MAP.get_or_init(|| Mutex::new(Bounded::new()))
+}
+
+fn stops() -> &'static Mutex<Bounded<String, Stop>> {
+    static MAP: std::sync::OnceLock<Mutex<Bounded<String, Stop>>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| Mutex::new(Bounded::new()))
+}
+
+/// Records a hook's `permission` for tool call `tool_call_id` of `session_id`, combined
+/// with what other hooks said for the same call (`ask` outranks `allow`).
+pub fn note_permission(session_id: &str, tool_call_id: &str, permission: Permission) {
+    permissions()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .upsert(
+            (session_id.to_string(), tool_call_id.to_string()),
+            permission,
+            Permission::combine,
+        );
+}
+
+/// What the hooks said about the approval of this tool call, once: the entry is removed.
+pub fn take_permission(session_id: &str, tool_call_id: &str) -> Option<Permission> {
+    permissions()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(&(session_id.to_string(), tool_call_id.to_string()))
+}
+
+/// Records that a hook asked to stop `session_id`'s turn or run, combined with what other
+/// hooks asked (the first reason stays; the run ends if any hook asked for that).
+pub fn note_stop(session_id: &str, stop: Stop) {
+    stops().lock().unwrap_or_else(|e| e.into_inner()).upsert(
+        session_id.to_string(),
+        stop,
+        Stop::combine,
+    );
+}
+
+/// What hooks asked of `session_id`'s turn or run, once: the entry is removed.
+pub fn take_stop(session_id: &str) -> Option<Stop> {
+    stops()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(&session_id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_ask_outranks_allows_and_later_asks() {
+        let p = Permission::Allow
+            .combine(Permission::Ask("a".into()))
+            .combine(Permission::Allow)
+            .combine(Permission::Ask("b".into()));
+        assert_eq!(p, Permission::Ask("a".into()));
+        assert_eq!(
+            Permission::Allow.combine(Permission::Allow),
+            Permission::Allow
+        );
+    }
+
+    #[test]
+    fn a_full_map_drops_the_oldest_and_stays_bounded() {
+        let mut map: Bounded<u32, u32> = Bounded::new();
+        for k in 0..(3 * MAX_WAITING as u32) {
+            map.upsert(k, k, |a, _| a);
+            if k % 2 == 0 {
+                assert_eq!(map.take(&k), Some(k));
+            }
+        }
+        assert!(map.entries.len() <= MAX_WAITING);
+        assert!(map.order.len() <= 2 * MAX_WAITING + 1);
+        let last = 3 * MAX_WAITING as u32 - 1;
+        assert_eq!(map.take(&last), Some(last));
+        assert_eq!(map.take(&1), None, "the oldest were dropped");
+    }
+
+    #[test]
+    fn calls_and_sessions_are_apart() {
+        note_permission("rc-a", "c1", Permission::Allow);
+        assert_eq!(take_permission("rc-a", "c2"), None);
+        assert_eq!(take_permission("rc-b", "c1"), None);
+        assert_eq!(take_permission("rc-a", "c1"), Some(Permission::Allow));
+        note_stop("rc-a", Stop::turn("first"));
+        note_stop("rc-a", Stop::turn("second"));
+        assert_eq!(take_stop("rc-b"), None);
+        assert_eq!(take_stop("rc-a"), Some(Stop::turn("first")));
+        assert_eq!(take_stop("rc-a"), None);
+    }
+}

@@ -1,0 +1,550 @@
+//! Claude-Code-format hook scripts, written in the style of published ones
+//! (`tests/fixtures/claude-corpus/`), run unchanged with `format: claude` through the three
+//! ways a user meets them: `hermes hooks fire` (the registry), `hermes hooks test` (one
+//! run, its answer read) and `hermes run` (a scripted agent session with real tools, where
+//! each script's effect on the session is asserted).
+
+// In tests a panic is the failure report, so unwrapping is the assertion.
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A fresh home with one corpus script installed as a `format: claude` hook, and a work
+/// directory (the project) where the agent's tools and the hook run.
+struct Corpus {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Corpus {
+    /// `script` (a file of the corpus) as the hook on `event`, with `matcher` if any.
+    fn new(event: &str, matcher: Option<&str>, script: &str) -> Corpus {
+        let corpus = Corpus {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        };
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/claude-corpus")
+            .join(script);
+        // Copied into the home: the host refuses scripts others can write, and a
+        // checkout's modes are not the test's to choose.
+        let installed = corpus.home().join(script);
+        std::fs::copy(&fixture, &installed).unwrap();
+        std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let matcher = matcher.map_or(String::new(), |m| format!("      matcher: '{m}'\n"));
+        std::fs::write(
+            corpus.home().join("config.yaml"),
+            format!(
+                "hooks:\n  {event}:\n    - command: {}\n      format: claude\n{matcher}",
+                installed.display()
+            ),
+        )
+        .unwrap();
+        corpus
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.work().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn hermes(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .arg("--home")
+            .arg(self.home())
+            .arg("--accept-hooks")
+            .args(args)
+            .current_dir(self.work())
+            .env_remove("HERMES_HOME")
+            .env_remove("RUST_LOG")
+            .env("HERMES_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// `hermes hooks fire <event> --payload <payload>`.
+    fn fire(&self, event: &str, payload: &str) -> Ran {
+        Ran(self.hermes(&["hooks", "fire", event, "--payload", payload]))
+    }
+
+    /// `hermes hooks test <event> --payload-file <payload>`.
+    fn test(&self, event: &str, payload: &str) -> Ran {
+        let file = self.write("payload.json", payload);
+        Ran(self.hermes(&[
+            "hooks",
+            "test",
+            event,
+            "--payload-file",
+            file.to_str().unwrap(),
+        ]))
+    }
+
+    /// `hermes run` of a session script (YAML) with `--approvals <approvals>`, in the work
+    /// directory; also returns the JSON trace.
+    fn run(&self, session: &str, approvals: &str) -> (Ran, Vec<Value>) {
+        let script = self.home().join("session.yaml");
+        std::fs::write(&script, session).unwrap();
+        let trace = self.home().join("trace.jsonl");
+        let out = self.hermes(&[
+            "run",
+            script.to_str().unwrap(),
+            "--cwd",
+            self.work().to_str().unwrap(),
+            "--approvals",
+            approvals,
+            "--trace",
+            "json",
+            "--trace-file",
+            trace.to_str().unwrap(),
+        ]);
+        let trace = std::fs::read_to_string(&trace)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (Ran(out), trace)
+    }
+}
+
+/// A finished `hermes` command, with assertions that print everything on failure.
+struct Ran(Output);
+
+impl Ran {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "\n--- exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.0.status.code(),
+            self.stdout(),
+            String::from_utf8_lossy(&self.0.stderr)
+        )
+    }
+
+    /// Asserts that stdout has every one of `needles`.
+    fn says(&self, needles: &[&str]) -> &Self {
+        for needle in needles {
+            assert!(
+                self.stdout().contains(needle),
+                "stdout lacks {needle:?}{}",
+                self.describe()
+            );
+        }
+        self
+    }
+
+    /// Asserts that stdout has none of `needles`.
+    fn never_says(&self, needles: &[&str]) -> &Self {
+        for needle in needles {
+            assert!(
+                !self.stdout().contains(needle),
+                "stdout has {needle:?}{}",
+                self.describe()
+            );
+        }
+        self
+    }
+
+    /// Asserts that stderr has `needle`.
+    fn logs(&self, needle: &str) -> &Self {
+        assert!(
+            String::from_utf8_lossy(&self.0.stderr).contains(needle),
+            "stderr lacks {needle:?}{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// The `Outcome: ` line of `hooks fire`.
+    fn outcome(&self) -> String {
+        self.stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("Outcome: "))
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// The hooks that fired in a trace, in order.
+fn fired(trace: &[Value]) -> Vec<&str> {
+    trace
+        .iter()
+        .filter(|r| r["kind"] == "fire")
+        .filter_map(|r| r["hook"].as_str())
+        .collect()
+}
+
+/// A one-turn session script: `steps` (YAML list items, indented for `steps:`).
+fn one_turn(user: &str, steps: &str) -> String {
+    format!("session_id: corpus-1\nturns:\n  - user: {user:?}\n    steps:\n{steps}")
+}
+
+const RM_PAYLOAD: &str = r#"{"tool_name": "terminal", "args": {"command": "rm -rf victim"}, "session_id": "s1", "tool_call_id": "c1"}"#;
+
+#[test]
+fn bash_validator_blocks_with_exit_2_and_stderr() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let ls = r#"{"tool_name": "terminal", "args": {"command": "ls"}}"#;
+    assert!(
+        c.fire("pre_tool_call", RM_PAYLOAD)
+            .outcome()
+            .ends_with(": Dangerous command blocked: rm -rf")
+    );
+    assert_eq!(c.fire("pre_tool_call", ls).outcome(), "allowed");
+    c.test("pre_tool_call", RM_PAYLOAD).says(&[
+        "exit=2",
+        r#"parsed (Hermes wire shape): {"action": "block", "message": "Dangerous command blocked: rm -rf"}"#,
+    ]);
+
+    std::fs::create_dir(c.file("victim")).unwrap();
+    let (ran, _) = c.run(
+        &one_turn(
+            "clean up",
+            "      - tool: terminal\n        args: {command: rm -rf victim}\n      - tool: terminal\n        args: {command: echo kept > kept.txt}\n      - final: done\n",
+        ),
+        "once",
+    );
+    ran.says(&["Dangerous command blocked: rm -rf", "assistant: done"]);
+    assert!(c.file("victim").is_dir(), "the blocked command ran");
+    assert!(
+        c.file("kept.txt").is_file(),
+        "the allowed command did not run"
+    );
+}
+
+#[test]
+fn secret_file_guard_denies_writes_to_dotenv_only() {
+    let c = Corpus::new("pre_tool_call", Some("Write|Edit"), "protect_secrets.py");
+    let env = r#"{"tool_name": "write_file", "args": {"path": ".env", "content": "KEY=1"}}"#;
+    assert!(
+        c.fire("pre_tool_call", env)
+            .outcome()
+            .ends_with(": .env holds secrets")
+    );
+    // `terminal` is `Bash`, which the matcher does not name: the hook does not run.
+    assert_eq!(c.fire("pre_tool_call", RM_PAYLOAD).outcome(), "allowed");
+    c.test("pre_tool_call", env)
+        .says(&[r#"{"action": "block", "message": ".env holds secrets"}"#]);
+
+    let (ran, _) = c.run(
+        &one_turn(
+            "configure",
+            "      - tools:\n          - {tool: write_file, args: {path: .env, content: \"KEY=1\"}}\n          - {tool: write_file, args: {path: notes.txt, content: hi}}\n      - final: done\n",
+        ),
+        "deny",
+    );
+    ran.says(&[".env holds secrets"]);
+    assert!(!c.file(".env").exists(), "the secret file was written");
+    assert_eq!(std::fs::read_to_string(c.file("notes.txt")).unwrap(), "hi");
+}
+
+#[test]
+fn post_tool_formatter_rewrites_the_written_file() {
+    let c = Corpus::new(
+        "post_tool_call",
+        Some("Write|Edit"),
+        "format_after_write.py",
+    );
+    c.write("a.txt", "x   \ny\t\n");
+    let post = r#"{"tool_name": "write_file", "args": {"path": "a.txt", "content": "x"}, "result": "{\"written\": \"a.txt\"}", "status": "ok"}"#;
+    c.test("post_tool_call", post).says(&["exit=0"]);
+    assert_eq!(std::fs::read_to_string(c.file("a.txt")).unwrap(), "x\ny\n");
+
+    let (ran, _) = c.run(
+        &one_turn(
+            "write it",
+            "      - tool: write_file\n        args: {path: b.txt, content: \"one  \\ntwo \\n\"}\n      - final: written\n",
+        ),
+        "deny",
+    );
+    ran.says(&["assistant: written"]);
+    assert_eq!(
+        std::fs::read_to_string(c.file("b.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+}
+
+#[test]
+fn prompt_context_injector_prints_plain_text_the_model_receives() {
+    let c = Corpus::new("pre_llm_call", None, "inject_context.py");
+    let prompt = r#"{"user_message": "fix the bug", "session_id": "s1"}"#;
+    assert_eq!(
+        c.fire("pre_llm_call", prompt).outcome(),
+        "context: The user asked: fix the bug. Current branch: main"
+    );
+    c.test("pre_llm_call", prompt)
+        .says(&[r#"{"context": "The user asked: fix the bug. Current branch: main"}"#]);
+
+    let (ran, _) = c.run(
+        &one_turn("fix the bug", "      - final: on it\n        echo: true\n"),
+        "deny",
+    );
+    ran.says(&[
+        "[the model received: fix the bug\n\nThe user asked: fix the bug. Current branch: main]",
+    ]);
+}
+
+#[test]
+fn prompt_blocker_ends_the_turn_and_later_turns_still_run() {
+    let c = Corpus::new("pre_llm_call", None, "block_prompt.py");
+    let secret = r#"{"user_message": "my password is hunter2", "session_id": "s1"}"#;
+    c.fire("pre_llm_call", secret)
+        .says(&["stop: ends the turn (Prompt blocked: it contains a password)"]);
+    c.test("pre_llm_call", secret)
+        .says(&["exit=2", "stop: ends the turn (Prompt blocked"]);
+
+    let session = "session_id: corpus-1\nturns:\n  - user: my password is hunter2\n    steps:\n      - tool: terminal\n        args: {command: echo leaked > leaked.txt}\n      - final: noted\n  - user: what is the time\n    steps:\n      - final: noon\n        echo: true\n";
+    let (ran, trace) = c.run(session, "deny");
+    ran.says(&[
+        "[a hook stopped this turn: Prompt blocked: it contains a password]",
+        "assistant: noon\n\n[the model received: what is the time]",
+    ])
+    .never_says(&["assistant: noted"]);
+    assert!(
+        !c.file("leaked.txt").exists(),
+        "the blocked turn's model ran"
+    );
+    // The refused turn still ends as a turn; the session starts once.
+    let hooks = fired(&trace);
+    assert_eq!(
+        hooks.iter().filter(|h| **h == "on_session_start").count(),
+        1
+    );
+    assert_eq!(hooks.iter().filter(|h| **h == "on_session_end").count(), 2);
+    assert_eq!(hooks.iter().filter(|h| **h == "pre_api_request").count(), 1);
+}
+
+#[test]
+fn session_start_loader_context_reaches_the_first_model_call() {
+    let c = Corpus::new("on_session_start", None, "load_context.py");
+    let start = r#"{"session_id": "s9", "model": "m", "platform": "cli"}"#;
+    c.test("on_session_start", start)
+        .says(&[r#"{"context": "recent commits: none"}"#]);
+
+    let session = "turns:\n  - user: hello\n    steps:\n      - final: hi\n        echo: true\n  - user: again\n    steps:\n      - final: hi again\n        echo: true\n";
+    let (ran, _) = c.run(session, "deny");
+    ran.says(&[
+        "[the model received: hello\n\nrecent commits: none]",
+        "[the model received: again]",
+    ]);
+}
+
+#[test]
+fn auto_approver_allow_skips_the_hosts_approval_prompt() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "auto_approve.py");
+    let clean = r#"{"tool_name": "terminal", "args": {"command": "rm -rf build"}, "session_id": "s1", "tool_call_id": "c1"}"#;
+    c.fire("pre_tool_call", clean).says(&[
+        "Outcome: allowed",
+        "approval: allow; the host's own approval prompt is skipped for this call",
+    ]);
+    c.test("pre_tool_call", clean).says(&["approval: allow"]);
+
+    // `--approvals deny` refuses every dangerous command the host asks about; the hook's
+    // allow means the host does not ask about this one, while another still goes through
+    // the approval step.
+    std::fs::create_dir_all(c.file("build/obj")).unwrap();
+    std::fs::create_dir_all(c.file("src/old")).unwrap();
+    let (ran, trace) = c.run(
+        &one_turn(
+            "clean",
+            "      - tool: terminal\n        args: {command: rm -rf build}\n      - tool: terminal\n        args: {command: rm -rf src}\n      - final: clean\n",
+        ),
+        "deny",
+    );
+    ran.says(&["command not run: the user denied it (recursive delete)"]);
+    assert!(!c.file("build").exists(), "the allowed command did not run");
+    assert!(c.file("src/old").is_dir(), "the unapproved command ran");
+    let asked = fired(&trace)
+        .iter()
+        .filter(|h| **h == "pre_approval_request")
+        .count();
+    assert_eq!(
+        asked, 1,
+        "only the command the hook did not allow is asked about"
+    );
+}
+
+#[test]
+fn updated_input_is_mapped_back_to_hermes_arguments() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "add_flags.py");
+    let ls = r#"{"tool_name": "terminal", "args": {"command": "ls", "timeout": 30}}"#;
+    assert_eq!(
+        c.fire("pre_tool_call", ls).outcome(),
+        r#"allowed, arguments modified: {"command":"ls -la","timeout":120}"#
+    );
+    c.test("pre_tool_call", ls)
+        .says(&[r#""args": {"command": "ls -la", "timeout": 120}"#]);
+
+    c.write(".hidden", "");
+    let (ran, _) = c.run(
+        &one_turn(
+            "list",
+            "      - tool: terminal\n        args: {command: ls}\n      - final: listed\n",
+        ),
+        "deny",
+    );
+    ran.says(&[
+        r#"-> terminal {"command":"ls -la","timeout":120}"#,
+        ".hidden",
+    ]);
+}
+
+#[test]
+fn continue_false_stops_the_call_and_ends_the_run() {
+    let c = Corpus::new("pre_tool_call", None, "stop_on_deploy.py");
+    let deploy = r#"{"tool_name": "terminal", "args": {"command": "make deploy"}, "session_id": "s1", "tool_call_id": "c1"}"#;
+    let fired_once = c.fire("pre_tool_call", deploy);
+    assert!(
+        fired_once
+            .outcome()
+            .ends_with(": deploys need a release window")
+    );
+    fired_once.says(&["stop: ends the run (deploys need a release window)"]);
+    c.test("pre_tool_call", deploy)
+        .says(&["stop: ends the run (deploys need a release window)"]);
+
+    let session = "turns:\n  - user: ship it\n    steps:\n      - tool: terminal\n        args: {command: echo deploy > deployed.txt}\n      - tool: terminal\n        args: {command: echo after > after.txt}\n      - final: shipped\n  - user: and then\n    steps:\n      - tool: terminal\n        args: {command: echo next > next.txt}\n      - final: done\n";
+    let (ran, trace) = c.run(session, "deny");
+    ran.says(&["[a hook stopped the run: deploys need a release window]"])
+        .never_says(&["assistant: shipped", "user: and then"])
+        .logs("stopping: deploy requested");
+    for name in ["deployed.txt", "after.txt", "next.txt"] {
+        assert!(!c.file(name).exists(), "{name} was written after the stop");
+    }
+    // The run still ends properly: the turn's end and the session's finalization fire.
+    let hooks = fired(&trace);
+    assert_eq!(
+        hooks[hooks.len() - 2..],
+        ["on_session_end", "on_session_finalize"]
+    );
+}
+
+#[test]
+fn jsonl_logger_reads_transcript_path_and_tool_use_id() {
+    let c = Corpus::new("post_tool_call", None, "log_tools.py");
+    let post = r#"{"tool_name": "terminal", "args": {"command": "ls"}, "result": "a b", "status": "ok", "session_id": "s1", "tool_call_id": "call-7"}"#;
+    c.test("post_tool_call", post).says(&["exit=0"]);
+    let logged = || -> Vec<Value> {
+        std::fs::read_to_string(c.file("tool-log.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let line = &logged()[0];
+    assert_eq!(
+        (line["tool"].as_str(), line["id"].as_str()),
+        (Some("Bash"), Some("call-7"))
+    );
+    assert!(line["transcript"].is_null(), "no transcript: {line}");
+    for key in [
+        "cwd",
+        "hook_event_name",
+        "permission_mode",
+        "session_id",
+        "tool_input",
+        "tool_response",
+        "transcript_path",
+        "tool_use_id",
+    ] {
+        assert!(
+            line["keys"].as_array().unwrap().iter().any(|k| k == key),
+            "{key} missing from {line}"
+        );
+    }
+
+    std::fs::remove_file(c.file("tool-log.jsonl")).unwrap();
+    let (ran, trace) = c.run(
+        &one_turn(
+            "look",
+            "      - tools:\n          - {tool: terminal, args: {command: ls}}\n          - {tool: read_file, args: {path: missing.txt}}\n      - final: looked\n",
+        ),
+        "deny",
+    );
+    ran.says(&["assistant: looked"]);
+    let tools: Vec<(String, String)> = logged()
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap().into(),
+                l["id"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let ids: Vec<String> = trace
+        .iter()
+        .filter(|r| r["kind"] == "fire" && r["hook"] == "post_tool_call")
+        .map(|r| {
+            r["payload"]["tool_call_id"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("Bash".to_string(), ids[0].clone()),
+            ("Read".to_string(), ids[1].clone())
+        ]
+    );
+}
+
+#[test]
+fn ask_goes_through_the_hosts_approval_step() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "ask_risky.py");
+    let push = r#"{"tool_name": "terminal", "args": {"command": "git push --force"}, "session_id": "s1", "tool_call_id": "c1"}"#;
+    c.fire("pre_tool_call", push).says(&[
+        "Outcome: allowed",
+        "approval: ask (force-push needs a human); the call goes through the host's approval step",
+    ]);
+    c.test("pre_tool_call", push)
+        .says(&["approval: ask (force-push needs a human)"]);
+
+    let session = one_turn(
+        "push",
+        "      - tool: terminal\n        args: {command: \"echo git push --force > pushed.txt\"}\n      - final: pushed\n",
+    );
+    // Headless, with approvals prompted for: nobody can say yes, and the result says so.
+    let (ran, trace) = c.run(&session, "prompt");
+    ran.says(&[
+        "terminal not run: a hook asked for approval (force-push needs a human) and nobody is at a terminal to give it",
+    ]);
+    assert!(!c.file("pushed.txt").exists());
+    assert!(fired(&trace).contains(&"pre_approval_request"));
+
+    // Approved once: the command runs, and the host does not ask about the force-push a
+    // second time under its own dangerous-command rule.
+    let (ran, trace) = c.run(&session, "once");
+    ran.says(&["assistant: pushed"]);
+    assert!(c.file("pushed.txt").is_file());
+    let approvals: Vec<&Value> = trace
+        .iter()
+        .filter(|r| r["kind"] == "fire" && r["hook"] == "pre_approval_request")
+        .collect();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(
+        approvals[0]["payload"]["description"],
+        "force-push needs a human"
+    );
+}
