@@ -1934,6 +1934,174 @@ fn the_native_boot_md_plugin_runs_the_checklist_through_agent_run_once() {
     assert_eq!(boots[0].last().unwrap()["content"], "Checked natively");
 }
 
+/// The pids of `pid`'s children whose command line has `marker`.
+fn children_with(pid: u32, marker: &str) -> BTreeSet<u32> {
+    let mut found = BTreeSet::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                found.insert(child);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_reload_asks_consent_again_for_every_shell_hook() {
+    let home = TestHome::new();
+    // Two recorders on `pre_llm_call`, each appending a line per firing to its own file.
+    let recorder = |name: &str| {
+        let path = home.write(
+            &format!("{name}.sh"),
+            &format!(
+                "#!/bin/sh\ncat > /dev/null\necho fired >> '{}'\n",
+                home.path().join(format!("{name}.out")).display()
+            ),
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    };
+    let (a, b) = (recorder("a"), recorder("b"));
+    let hermes = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    home.config(&format!(
+        "hooks:\n  pre_llm_call:\n    - command: {a}\n    - command: {b}\n"
+    ));
+    // Only `a` is approved; the gateway has no terminal to ask about `b`.
+    hermes(&["hooks", "allow", &a]);
+    let gateway = home.start(&["--trace", "off"]);
+    let pid = gateway.child.as_ref().unwrap().id();
+    let mut client = gateway.connect();
+    let mut reloads = 0;
+    let mut reload = || {
+        reloads += 1;
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGHUP) };
+        let lines = gateway.lines.clone();
+        let want = reloads;
+        let started = Instant::now();
+        wait_until("the reload", Duration::from_secs(20), move || {
+            let lines = lines.lock().unwrap();
+            let done = lines
+                .iter()
+                .filter(|l| l.contains("gateway: reload"))
+                .count()
+                >= want;
+            assert!(
+                done || started.elapsed() < Duration::from_secs(19),
+                "reload {want} not logged:\n{}",
+                lines.join("\n")
+            );
+            done
+        });
+    };
+    let mut turn = |text: &str| {
+        client.send(msg("c1", "u1", text));
+        client.recv();
+    };
+    turn("one");
+    assert_eq!(
+        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
+        (1, 0)
+    );
+
+    // Approved while the gateway runs: the reload asks again and finds the approval.
+    hermes(&["hooks", "allow", &b]);
+    reload();
+    turn("two");
+    assert_eq!(
+        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
+        (2, 1)
+    );
+
+    // Revoked: the reload finds no approval, and `a` stops running.
+    hermes(&["hooks", "revoke", &a]);
+    reload();
+    turn("three");
+    assert_eq!(
+        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
+        (2, 2),
+        "{:?}",
+        gateway.lines.lock().unwrap()
+    );
+    assert!(
+        gateway
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("gateway: reloaded: 0 plugin(s), 1 shell hook(s)")),
+        "{:?}",
+        gateway.lines.lock().unwrap()
+    );
+    gateway.stop();
+}
+
+#[test]
+fn a_reload_restarts_an_isolated_plugins_worker() {
+    let home = TestHome::new();
+    home.plugin("noisy", "noisy", "  {}");
+    home.config("plugins:\n  enabled: [noisy]\n  isolation_default: process\n");
+    let gateway = home.start(&["--trace", "off"]);
+    let pid = gateway.child.as_ref().unwrap().id();
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u1", "one"));
+    client.recv();
+    let workers = || children_with(pid, "__hermes-plugin-worker");
+    let before = workers();
+    assert_eq!(before.len(), 1, "one worker for the isolated plugin");
+
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGHUP) };
+    let lines = gateway.lines.clone();
+    wait_until("the reload", Duration::from_secs(20), move || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("gateway: reloaded: 1 plugin(s)"))
+    });
+    client.send(msg("c1", "u1", "two"));
+    let reply = client.recv();
+    assert!(reply["text"].is_string(), "{reply}");
+    // The old worker is stopped and reaped once no turn uses it; a new one serves.
+    wait_until("the old worker to go", Duration::from_secs(20), || {
+        let now = workers();
+        now.len() == 1 && now.is_disjoint(&before)
+    });
+    assert!(
+        !gateway
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("changed on disk")),
+        "an isolated plugin needs no restart of the gateway"
+    );
+    gateway.stop();
+}
+
 #[test]
 fn send_message_delivers_to_a_chat_silent_messages_send_nothing_and_a_model_error_is_a_notice() {
     let home = TestHome::new();

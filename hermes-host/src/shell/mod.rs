@@ -87,12 +87,22 @@ pub struct ShellReport {
     /// Every warning (config problems, refusals, changed scripts, failed writes), in order.
     /// Each was also logged.
     pub warnings: Vec<String>,
+    /// The warnings (also in `warnings`) about hooks left out by a decision rather than
+    /// a mistake in `config.yaml`: not approved, changed since approval, or refused by the
+    /// ownership and permission check. A gateway reload applies these (a revoked hook
+    /// stops) where it refuses a config that does not parse.
+    pub declined: Vec<String>,
 }
 
 impl ShellReport {
     fn warn(&mut self, message: String) {
         tracing::warn!("{message}");
         self.warnings.push(message);
+    }
+
+    fn decline(&mut self, message: String) {
+        self.declined.push(message.clone());
+        self.warn(message);
     }
 }
 
@@ -119,6 +129,7 @@ pub fn register_from_config(
     let mut report = ShellReport {
         registered: Vec::new(),
         warnings: parsed.warnings,
+        declined: Vec::new(),
     };
     let accept = matches!(consent, Consent::Accept | Consent::AcceptForThisRun)
         || config::auto_accept(config);
@@ -147,7 +158,7 @@ pub fn register_from_config(
                 .into_iter()
                 .for_each(|w| report.warn(format!("shell hook for {}: {w}", spec.event))),
             Err(refusal) => {
-                report.warn(refusal);
+                report.decline(refusal);
                 continue;
             }
         }
@@ -160,7 +171,9 @@ pub fn register_from_config(
                 }
             }
             Some(approval) => {
-                report.warn(changed_warning(&spec));
+                // Said before the prompt, which asks about it.
+                let changed = changed_warning(&spec);
+                report.warn(changed.clone());
                 let reapproved = prompter
                     .as_mut()
                     .is_some_and(|p| p.confirm(&spec.event, &spec.command));
@@ -169,6 +182,7 @@ pub fn register_from_config(
                 } else if spec.fail_closed {
                     Pin::Sha(approval.script_sha256.flatten())
                 } else {
+                    report.declined.push(changed);
                     continue;
                 }
             }
@@ -186,7 +200,7 @@ pub fn register_from_config(
                         .is_some_and(|p| p.confirm(&spec.event, &spec.command))
                 };
                 if !approved {
-                    report.warn(format!(
+                    report.decline(format!(
                         "shell hook for {} ({}) not allowlisted — skipped. Use --accept-hooks / \
                          HERMES_ACCEPT_HOOKS=1 / hooks_auto_accept: true, or approve at the TTY prompt next run.",
                         spec.event, spec.command

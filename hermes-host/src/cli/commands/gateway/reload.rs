@@ -11,7 +11,9 @@
 //!
 //! A reload is refused, and the hooks loaded before stay, when `config.yaml` does not
 //! parse, or when something that is loaded now would fail to load (a plugin or a gateway
-//! hook that broke): a typo in a file must not silently switch a guard off.
+//! hook that broke): a typo in a file must not silently switch a guard off. A shell hook
+//! that consent or the permission check leaves out is not such a break: a revoked hook
+//! stops at the reload, which goes through.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,10 +141,12 @@ impl InProcessLibraries {
 
 /// Why a reload would lose something that is loaded now, if it would.
 fn regressions(before: &HooksReport, after: &HooksReport, config: &Path) -> Vec<String> {
+    // A shell hook left out by consent or the permission check is a decision the reload
+    // applies (a revoked hook stops), not a config.yaml that fails to parse.
     let mut why: Vec<String> = after
         .problems
         .iter()
-        .filter(|p| p.file == config)
+        .filter(|p| p.file == config && !after.shell.declined.contains(&p.message))
         .map(ToString::to_string)
         .collect();
     for plugin in &after.plugins {
