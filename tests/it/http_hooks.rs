@@ -250,6 +250,183 @@ fn consent_is_by_url_and_list_doctor_allow_and_revoke_handle_url_hooks() {
 }
 
 #[test]
+fn hooks_test_posts_a_payload_file_in_either_shape_to_a_url_hook() {
+    let server = policy();
+    let home = TestHome::new();
+    let url = server.url("/hook");
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - url: {url}\n      format: claude\n      matcher: Bash\n"
+    ));
+    // The same call, once with Hermes keys and once with Claude Code's.
+    let shapes = [
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf junk"}, "session_id": "from-file"}"#,
+        r#"{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "rm -rf junk"}, "session_id": "from-file"}"#,
+    ];
+    for (i, payload) in shapes.iter().enumerate() {
+        let file = home.path().join(format!("payload-{i}.json"));
+        std::fs::write(&file, payload).unwrap();
+        let run = home.hermes(
+            &[
+                "hooks",
+                "test",
+                "pre_tool_call",
+                "--json",
+                "--payload-file",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        run.expect_code(0);
+        let report: Value = serde_json::from_str(&run.stdout())
+            .unwrap_or_else(|e| panic!("{e}: {}", run.describe()));
+        let hook = &report["hooks"][0];
+        assert_eq!(
+            hook["parsed"]["message"],
+            "rm is not allowed by the policy service",
+            "{}",
+            run.describe()
+        );
+    }
+    // What the service received is the file's payload, in the hook's (Claude) shape.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for request in &requests {
+        let body = request.json();
+        assert_eq!(
+            (
+                &body["tool_name"],
+                &body["tool_input"]["command"],
+                &body["session_id"]
+            ),
+            (
+                &Value::from("Bash"),
+                &Value::from("rm -rf junk"),
+                &Value::from("from-file")
+            ),
+            "{body}"
+        );
+    }
+    // A key of neither shape is refused before anything is sent.
+    let typo = home.path().join("typo.json");
+    std::fs::write(&typo, r#"{"tool_nmae": "terminal"}"#).unwrap();
+    let run = home.hermes(
+        &[
+            "hooks",
+            "test",
+            "pre_tool_call",
+            "--payload-file",
+            typo.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        run.stdout().contains("unknown top-level key(s) tool_nmae"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(server.requests().len(), 2, "nothing more was posted");
+}
+
+/// The HTTPS policy service of `tests/fixtures/tls/serve.py`, with the loopback certificate
+/// that the test CA (`ca.pem`) signs; stopped on drop.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsServer {
+    fn start() -> TlsServer {
+        use std::io::BufRead as _;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.log");
+        let mut child = std::process::Command::new("python3")
+            .arg(tls_fixture("serve.py"))
+            .arg(tls_fixture("server.pem"))
+            .arg(tls_fixture("server.key"))
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the HTTPS test server (.ci/run installs python3)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("not a port: {line:?}"));
+        TlsServer {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn requests(&self) -> usize {
+        std::fs::read_to_string(&self.log).map_or(0, |t| t.lines().count())
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tls")
+        .join(name)
+}
+
+#[test]
+fn an_https_hook_verifies_the_servers_certificate_against_the_platform_roots() {
+    let server = TlsServer::start();
+    let url = format!("https://127.0.0.1:{}/hook", server.port);
+    let home = TestHome::new();
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - url: {url}\n      timeout: 5\n      fail_closed: true\n"
+    ));
+    let hook = |env: &[(&str, &str)]| -> Value {
+        let run = home.hermes(&["hooks", "test", "pre_tool_call", "--json"], env);
+        run.expect_code(0);
+        let report: Value = serde_json::from_str(&run.stdout())
+            .unwrap_or_else(|e| panic!("{e}: {}", run.describe()));
+        report["hooks"][0].clone()
+    };
+
+    // Signed by a CA the machine does not trust: the handshake is refused, nothing is
+    // posted, and the fail-closed hook blocks naming the URL and the certificate.
+    let refused = hook(&[]);
+    let message = refused["parsed"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("hook {url} failed closed: POST {url} failed:"))
+            && message.to_lowercase().contains("certificate"),
+        "{refused}"
+    );
+    assert_eq!(
+        server.requests(),
+        0,
+        "a payload was sent to an unverified server"
+    );
+
+    // The same server, with its CA among the roots (SSL_CERT_FILE, which the platform
+    // verifier reads on Linux): the handshake passes and the service's answer applies, so
+    // what refused it above was the verification and nothing else.
+    let ca = tls_fixture("ca.pem");
+    let trusted = hook(&[("SSL_CERT_FILE", ca.to_str().unwrap())]);
+    assert_eq!(
+        trusted["parsed"]["message"], "blocked over TLS",
+        "{trusted}"
+    );
+    assert_eq!(server.requests(), 1);
+}
+
+#[test]
 fn an_https_url_to_a_server_that_does_not_speak_tls_is_an_error_naming_the_url() {
     // The loopback server speaks plain HTTP: the TLS handshake must fail, and the hook must
     // say so with its URL instead of sending the payload in clear or answering nothing.
