@@ -133,6 +133,10 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
     fn take(&mut self, key: &K) -> Option<V> {
         self.entries.remove(key)
     }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
 }
 
 type CallKey = (String, String);
@@ -163,10 +167,12 @@ pub fn note_permission(session_id: &str, tool_call_id: &str, permission: Permiss
 
 /// What the hooks said about the approval of this tool call, once: the entry is removed.
 pub fn take_permission(session_id: &str, tool_call_id: &str) -> Option<Permission> {
-    permissions()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(&(session_id.to_string(), tool_call_id.to_string()))
+    let mut map = permissions().lock().unwrap_or_else(|e| e.into_inner());
+    // The agent asks at every tool call; most of the time nobody answered anything.
+    if map.is_empty() {
+        return None;
+    }
+    map.take(&(session_id.to_string(), tool_call_id.to_string()))
 }
 
 /// Records that a hook asked to stop `session_id`'s turn or run, combined with what other
@@ -181,10 +187,11 @@ pub fn note_stop(session_id: &str, stop: Stop) {
 
 /// What hooks asked of `session_id`'s turn or run, once: the entry is removed.
 pub fn take_stop(session_id: &str) -> Option<Stop> {
-    stops()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(&session_id.to_string())
+    let mut map = stops().lock().unwrap_or_else(|e| e.into_inner());
+    if map.is_empty() {
+        return None;
+    }
+    map.take(&session_id.to_string())
 }
 
 #[cfg(test)]

@@ -2020,31 +2020,22 @@ fn a_reload_asks_consent_again_for_every_shell_hook() {
         client.send(msg("c1", "u1", text));
         client.recv();
     };
+    // How often `a` and `b` have fired.
+    let fired = || (home.lines_of("a.out").len(), home.lines_of("b.out").len());
     turn("one");
-    assert_eq!(
-        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
-        (1, 0)
-    );
+    assert_eq!(fired(), (1, 0));
 
     // Approved while the gateway runs: the reload asks again and finds the approval.
     hermes(&["hooks", "allow", &b]);
     reload();
     turn("two");
-    assert_eq!(
-        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
-        (2, 1)
-    );
+    assert_eq!(fired(), (2, 1));
 
     // Revoked: the reload finds no approval, and `a` stops running.
     hermes(&["hooks", "revoke", &a]);
     reload();
     turn("three");
-    assert_eq!(
-        (home.lines_of("a.out").len(), home.lines_of("b.out").len()),
-        (2, 2),
-        "{:?}",
-        gateway.lines.lock().unwrap()
-    );
+    assert_eq!(fired(), (2, 2), "{:?}", gateway.lines.lock().unwrap());
     assert!(
         gateway
             .lines
