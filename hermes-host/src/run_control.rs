@@ -84,6 +84,11 @@ impl Stop {
         }
     }
 
+    /// `run` or `turn`: how far the stop reaches.
+    pub fn reach(&self) -> &'static str {
+        if self.ends_run { "run" } else { "turn" }
+    }
+
     /// Two requests for one session: the first reason stays (hooks run in registry
     /// order), and the run ends if either asked for that.
     pub fn combine(self, later: Stop) -> Stop {
@@ -91,6 +96,19 @@ impl Stop {
             reason: self.reason,
             ends_run: self.ends_run || later.ends_run,
         }
+    }
+}
+
+/// What the user sees: `a hook stopped the run: <reason>` or `a hook stopped this turn:
+/// <reason>`.
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reach = if self.ends_run {
+            "the run"
+        } else {
+            "this turn"
+        };
+        write!(f, "a hook stopped {reach}: {}", self.reason)
     }
 }
 

@@ -12,7 +12,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,24 @@ impl TestHome {
                  f.write(event_type + ' ' + json.dumps(context, sort_keys=True) + '\\n')\n"
             ),
         );
+    }
+
+    /// `hermes --home <home> <args>` run to the end (a command beside the gateway, such as
+    /// `gateway reload` or `hooks allow`), which must succeed.
+    fn cli(&self, args: &[&str]) -> Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .arg("--home")
+            .arg(self.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "hermes {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
     }
 
     fn lines_of(&self, name: &str) -> Vec<String> {
@@ -1637,17 +1655,7 @@ fn sighup_and_gateway_reload_swap_in_new_hooks_and_a_broken_file_keeps_the_old_o
         .unwrap()
         .set_modified(std::time::SystemTime::now() + Duration::from_secs(60))
         .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["gateway", "reload"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = home.cli(&["gateway", "reload"]);
     assert!(
         String::from_utf8_lossy(&out.stdout)
             .contains(&format!("Sent SIGHUP to the gateway (pid {pid})"))
@@ -1971,25 +1979,11 @@ fn a_reload_asks_consent_again_for_every_shell_hook() {
         path.display().to_string()
     };
     let (a, b) = (recorder("a"), recorder("b"));
-    let hermes = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
-            .arg("--home")
-            .arg(home.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     home.config(&format!(
         "hooks:\n  pre_llm_call:\n    - command: {a}\n    - command: {b}\n"
     ));
     // Only `a` is approved; the gateway has no terminal to ask about `b`.
-    hermes(&["hooks", "allow", &a]);
+    home.cli(&["hooks", "allow", &a]);
     let gateway = home.start(&["--trace", "off"]);
     let pid = gateway.child.as_ref().unwrap().id();
     let mut client = gateway.connect();
@@ -2026,13 +2020,13 @@ fn a_reload_asks_consent_again_for_every_shell_hook() {
     assert_eq!(fired(), (1, 0));
 
     // Approved while the gateway runs: the reload asks again and finds the approval.
-    hermes(&["hooks", "allow", &b]);
+    home.cli(&["hooks", "allow", &b]);
     reload();
     turn("two");
     assert_eq!(fired(), (2, 1));
 
     // Revoked: the reload finds no approval, and `a` stops running.
-    hermes(&["hooks", "revoke", &a]);
+    home.cli(&["hooks", "revoke", &a]);
     reload();
     turn("three");
     assert_eq!(fired(), (2, 2), "{:?}", gateway.lines.lock().unwrap());

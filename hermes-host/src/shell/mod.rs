@@ -611,7 +611,7 @@ fn reply_for(event: &str, decision: Decision) -> Option<hermes_hooks_abi::core::
 }
 
 /// What one run of a hook means.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Evaluation {
     /// The decision in canonical form, if any.
     pub decision: Option<Decision>,
@@ -661,10 +661,9 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             "{noun} failed (event={event} {target}={command}): {error}"
         ));
         return Evaluation {
-            permission: None,
-            stop: None,
             decision: fail_closed(spec, error),
             warnings,
+            ..Default::default()
         };
     }
     if run.timed_out {
@@ -673,10 +672,9 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
             run.elapsed_seconds()
         ));
         return Evaluation {
-            permission: None,
-            stop: None,
             decision: fail_closed(spec, &format!("timed out after {}s", spec.timeout)),
             warnings,
+            ..Default::default()
         };
     }
     for (stream, dropped) in [(answer, run.stdout_dropped), ("stderr", run.stderr_dropped)] {
@@ -724,8 +722,7 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
     Evaluation {
         decision,
         warnings,
-        permission: None,
-        stop: None,
+        ..Default::default()
     }
 }
 

@@ -402,9 +402,6 @@ impl Agent {
         }
 
         let mut completed = false;
-        if stop.is_some() {
-            response = None;
-        }
         if !interrupted {
             if let Some(text) = response.take() {
                 let mut shown = text.clone();
@@ -454,15 +451,7 @@ impl Agent {
         self.fire(SessionEndEvent::HOOK, &end.fields());
         self.stop_asked(session, &mut stop);
         if let Some(stop) = &stop {
-            let reach = if stop.ends_run {
-                "the run"
-            } else {
-                "this turn"
-            };
-            self.transcript.line(
-                session,
-                &format!("[a hook stopped {reach}: {}]", stop.reason),
-            );
+            self.transcript.line(session, &format!("[{stop}]"));
         }
         let mut end_ctx = start;
         end_ctx.insert(
@@ -586,7 +575,8 @@ impl Agent {
             ("terminal", Some(command)) => command.to_string(),
             _ => format!("{tool} {args}"),
         };
-        match self.approve(session, &summary, &reason, &["hook_ask"], true) {
+        let decide = || self.approver.decide_ask(&summary, &reason);
+        match self.approve(session, &summary, &reason, &["hook_ask"], decide) {
             "deny" if self.approver.headless() => Err(tools::error(&format!(
                 "{tool} not run: a hook asked for approval ({reason}) and nobody is at a terminal to give it; \
                  pass --approvals once to approve such calls in a headless run"
@@ -601,16 +591,15 @@ impl Agent {
         }
     }
 
-    /// The approval step: `pre_approval_request`, the approver's choice, then
-    /// `post_approval_response`. `asked_by_hook`: a hook's `ask` (nothing remembered)
-    /// rather than a dangerous command.
+    /// The approval step: `pre_approval_request`, the approver's choice (`decide`), then
+    /// `post_approval_response`.
     fn approve(
         &self,
         session: &Session,
         command: &str,
         description: &str,
         keys: &[&str],
-        asked_by_hook: bool,
+        decide: impl FnOnce() -> &'static str,
     ) -> &'static str {
         let keys_json = json!(keys).to_string();
         let session_key = session.chat_id.as_ref().map_or_else(
@@ -627,12 +616,7 @@ impl Agent {
             surface: self.surface,
         };
         self.fire(ApprovalRequestEvent::HOOK, &request.fields());
-        let choice = if asked_by_hook {
-            self.approver.decide_ask(command, description)
-        } else {
-            self.approver
-                .decide(&session.id, command, description, keys)
-        };
+        let choice = decide();
         let response = ApprovalResponseEvent {
             command,
             description,
@@ -705,7 +689,11 @@ impl Agent {
         if let Some((keys, description)) = danger {
             // "session" approvals last as long as this session id (a /reset ends them).
             if !self.approver.remembered(&session.id, &keys) {
-                let choice = self.approve(session, command, description, &keys, false);
+                let decide = || {
+                    self.approver
+                        .decide(&session.id, command, description, &keys)
+                };
+                let choice = self.approve(session, command, description, &keys, decide);
                 if matches!(choice, "deny" | "timeout") {
                     let why = if choice == "timeout" {
                         "the approval timed out"

@@ -174,7 +174,7 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
     if let Some(stop) = &result.stopped {
         core.record(
             &session_id,
-            json!({ "role": "system", "content": format!("[stopped by a hook: {}]", stop.reason) }),
+            json!({ "role": "system", "content": format!("[{stop}]") }),
         );
         core.reply(
             chat,

@@ -275,8 +275,7 @@ fn run_control_words(permission: Option<&Permission>, stop: Option<&Stop>) -> Ve
         None => {}
     }
     if let Some(stop) = stop {
-        let reach = if stop.ends_run { "run" } else { "turn" };
-        words.push(format!("stop: ends the {reach} ({})", stop.reason));
+        words.push(format!("stop: ends the {} ({})", stop.reach(), stop.reason));
     }
     words
 }
@@ -290,12 +289,14 @@ fn run_control_json(permission: Option<&Permission>, stop: Option<&Stop>) -> (Va
     };
     let stop = stop.map_or(
         Value::Null,
-        |s| json!({ "ends": if s.ends_run { "run" } else { "turn" }, "reason": s.reason }),
+        |s| json!({ "ends": s.reach(), "reason": s.reason }),
     );
     (permission, stop)
 }
 
 fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
+    let (permission, stop) =
+        run_control_json(evaluation.permission.as_ref(), evaluation.stop.as_ref());
     json!({
         "returncode": run.returncode,
         "stdout": run.stdout,
@@ -307,8 +308,8 @@ fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
         "stderr_dropped": run.stderr_dropped,
         "http_status": run.http_status,
         "parsed": decision_json(evaluation),
-        "permission": run_control_json(evaluation.permission.as_ref(), None).0,
-        "stop": run_control_json(None, evaluation.stop.as_ref()).1,
+        "permission": permission,
+        "stop": stop,
         "warnings": evaluation.warnings,
     })
 }
