@@ -1,37 +1,130 @@
-//! Naming the plugin that crashed the host.
+//! Naming the plugin that crashed the host, or that has been running too long.
 //!
 //! A native plugin loaded in-process that segfaults or aborts takes the host down with it:
 //! that cannot be undone in-process (`isolation: process` is the way to survive it). What
 //! this module adds is the name. The dispatcher marks, per thread, which callback is
-//! running ([`Firing`]: a thread-local store per callback, no system call), and a handler
-//! for `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` and `SIGABRT`, on an alternate signal stack,
-//! writes one line naming the plugin, the callback and the hook, and suggesting
+//! running ([`Firing`]: one plain store on each side of a callback, no system call), and a
+//! handler for `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` and `SIGABRT`, on an alternate signal
+//! stack, writes one line naming the plugin, the callback and the hook, and suggesting
 //! `isolation: process`. It then restores whatever handled the signal before it (the
 //! default action, or Rust's own stack-overflow handler) and returns, so the signal is
 //! delivered again to that handler: the exit status and core dump are as before.
 //!
-//! The same marks time each callback on a coarse clock (a ticker thread that parks while
-//! nothing fires, one relaxed load at each end): a callback that ran longer than `plugins.slow_callback_warning` (default
-//! 500 ms) gets a warning naming it when it returns.
+//! The same marks let a watchdog name a callback that runs too long. Each thread that
+//! fires a hook owns a [`Slot`] the ticker thread can read; every [`TICK`] the ticker looks
+//! at each slot, and a callback still running after `plugins.slow_callback_warning`
+//! (default 500 ms) gets a warning naming it, while it runs: a plugin that hangs is named
+//! too, not only one that returns late. The dispatcher never reads a clock for this.
 //!
 //! The handler uses only async-signal-safe calls (`write`, `sigaction`), reads only a
 //! thread-local that has no destructor and needs no lazy initialisation, and writes at most
 //! once per process.
 
 use std::cell::Cell;
-use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-thread_local! {
-    /// The running callback's label, or null: readable from a signal handler.
-    static LABEL: Cell<*const String> = const { Cell::new(std::ptr::null()) };
-    /// The hook being fired, as raw parts.
-    static HOOK: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+/// What a crash or a slow-callback warning names: a callback and the hook it is registered
+/// on. Marks are interned for the life of the process ([`Mark::intern`]), so a pointer to
+/// one read from another thread or from a signal handler is always valid.
+pub struct Mark {
+    label: String,
+    hook: String,
 }
 
-/// A coarse clock: a ticker thread adds one every [`TICK`] once [`install`] ran. Reading it
-/// is one relaxed load, so timing every callback costs next to nothing.
+impl Mark {
+    /// The mark of `label` (`plugin::callback`) on `hook`: one per distinct pair in the
+    /// process, never freed. Their number is bounded by the callbacks ever registered.
+    pub fn intern(label: &str, hook: &str) -> &'static Mark {
+        static MARKS: Mutex<Vec<&'static Mark>> = Mutex::new(Vec::new());
+        let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mark) = marks.iter().find(|m| m.label == label && m.hook == hook) {
+            return mark;
+        }
+        let mark: &'static Mark = Box::leak(Box::new(Mark {
+            label: label.to_string(),
+            hook: hook.to_string(),
+        }));
+        marks.push(mark);
+        mark
+    }
+}
+
+/// One thread's running mark, readable by the ticker: a [`Mark`] pointer or null. The
+/// ticker sets the low bit of a pointer it has seen (marks are word-aligned), so it can
+/// tell one long call from many short calls of the same callback: a new call stores the
+/// pointer untagged.
+#[repr(align(64))]
+struct Slot {
+    mark: AtomicPtr<Mark>,
+    free: AtomicBool,
+}
+
+/// Every slot ever handed to a thread; a slot is reused once its thread has ended.
+static SLOTS: Mutex<Vec<&'static Slot>> = Mutex::new(Vec::new());
+
+/// Where a thread's marks go when it cannot own a slot (it is being torn down): the
+/// ticker does not watch it and the signal handler does not see it.
+static DISCARD: Slot = Slot {
+    mark: AtomicPtr::new(std::ptr::null_mut()),
+    free: AtomicBool::new(false),
+};
+
+thread_local! {
+    /// This thread's slot, or null before its first firing: readable from a signal handler.
+    static SLOT: Cell<*const Slot> = const { Cell::new(std::ptr::null()) };
+    /// Gives the slot back when the thread ends.
+    static RELEASE: SlotRelease = const { SlotRelease(Cell::new(std::ptr::null())) };
+}
+
+struct SlotRelease(Cell<*const Slot>);
+
+impl Drop for SlotRelease {
+    fn drop(&mut self) {
+        let slot = self.0.get();
+        if slot.is_null() {
+            return;
+        }
+        let _ = SLOT.try_with(|s| s.set(std::ptr::null()));
+        // SAFETY: slots are leaked, so the pointer stays valid.
+        let slot = unsafe { &*slot };
+        slot.mark.store(std::ptr::null_mut(), Ordering::Relaxed);
+        slot.free.store(true, Ordering::Release);
+    }
+}
+
+/// This thread's first firing: claim a slot (a free one, or a new one).
+#[cold]
+#[inline(never)]
+fn claim_slot() -> &'static Slot {
+    let slot = {
+        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        match slots.iter().find(|s| {
+            s.free
+                .compare_exchange(true, false, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        }) {
+            Some(slot) => *slot,
+            None => {
+                let slot: &'static Slot = Box::leak(Box::new(Slot {
+                    mark: AtomicPtr::new(std::ptr::null_mut()),
+                    free: AtomicBool::new(false),
+                }));
+                slots.push(slot);
+                slot
+            }
+        }
+    };
+    if RELEASE.try_with(|r| r.0.set(slot)).is_err() {
+        slot.free.store(true, Ordering::Release);
+        return &DISCARD;
+    }
+    SLOT.with(|s| s.set(slot));
+    slot
+}
+
+/// A coarse clock: a ticker thread adds one every [`TICK`] once [`install`] ran.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// The coarse clock's period.
@@ -44,24 +137,24 @@ static PARKED: AtomicBool = AtomicBool::new(false);
 /// The ticker thread, for waking it.
 static TICKER: std::sync::OnceLock<std::thread::Thread> = std::sync::OnceLock::new();
 
-/// The ticker: advances [`TICKS`] every [`TICK`] while firings happen, and parks once no
-/// firing began for a second (and for longer than the slow-callback threshold, so a
-/// callback that began before the pause is still timed up to the threshold). An idle host
-/// then costs no wake-ups at all. A firing that finds it parked wakes it; the relaxed
+/// The ticker: advances [`TICKS`] and watches every slot each [`TICK`] while firings
+/// happen, and parks once no firing began for a second and no callback is running. An idle
+/// host then costs no wake-ups at all. A firing that finds it parked wakes it; the relaxed
 /// flags may, rarely, let one firing miss that, and the next one wakes it.
 fn tick() {
     let mut quiet: u64 = 0;
+    let mut watches: Vec<Watch> = Vec::new();
     loop {
         std::thread::sleep(TICK);
-        TICKS.fetch_add(1, Ordering::Relaxed);
-        if BUSY.swap(false, Ordering::Relaxed) {
+        let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
+        let slow = SLOW_TICKS.load(Ordering::Relaxed);
+        let running = watch_slots(&mut watches, now, slow, report_slow);
+        if BUSY.swap(false, Ordering::Relaxed) || running {
             quiet = 0;
             continue;
         }
         quiet += 1;
-        let park_after =
-            (1000 / TICK.as_millis() as u64).max(SLOW_TICKS.load(Ordering::Relaxed) + 1);
-        if quiet < park_after {
+        if quiet < 1000 / TICK.as_millis() as u64 {
             continue;
         }
         PARKED.store(true, Ordering::SeqCst);
@@ -71,6 +164,62 @@ fn tick() {
         PARKED.store(false, Ordering::SeqCst);
         quiet = 0;
     }
+}
+
+/// What the ticker knows of one slot's running call.
+#[derive(Default)]
+struct Watch {
+    /// The call's mark, untagged (null: none running).
+    mark: usize,
+    /// The tick at which it was first seen.
+    since: u64,
+    /// Whether it was warned about.
+    warned: bool,
+}
+
+/// Looks at every slot once, at tick `now`: hands `report` a call that has been running
+/// for `slow` ticks (0: never), once, and then the same call when it has returned (`true`).
+/// Returns whether any callback is running.
+fn watch_slots(
+    watches: &mut Vec<Watch>,
+    now: u64,
+    slow: u64,
+    mut report: impl FnMut(&'static Mark, u64, bool),
+) -> bool {
+    let slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    watches.resize_with(slots.len(), Watch::default);
+    let mut running = false;
+    for (slot, watch) in slots.iter().zip(watches.iter_mut()) {
+        let seen = slot.mark.load(Ordering::Relaxed);
+        let mark = seen as usize & !1;
+        if mark != watch.mark || seen as usize & 1 == 0 {
+            // A different call from the one watched: say how long a warned one took, then
+            // tag the new one so that the next look can tell it is still the same call.
+            if let Some(mark) = watch.warned.then(|| interned(watch.mark)).flatten() {
+                report(mark, now - watch.since, true);
+            }
+            *watch = Watch {
+                mark,
+                since: now,
+                warned: false,
+            };
+            if mark != 0 && seen as usize & 1 == 0 {
+                let _ = slot.mark.compare_exchange(
+                    seen,
+                    (mark | 1) as *mut Mark,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        } else if slow != 0 && !watch.warned && now - watch.since >= slow {
+            watch.warned = true;
+            if let Some(mark) = interned(mark) {
+                report(mark, now - watch.since, false);
+            }
+        }
+        running |= mark != 0;
+    }
+    running
 }
 
 #[cold]
@@ -97,97 +246,87 @@ pub fn set_slow_threshold(threshold: Option<Duration>) {
 
 /// The marks of one firing on this thread.
 ///
-/// [`begin`](Firing::begin) marks the hook once per firing; each callback then costs a
-/// thread-local store on each side ([`enter`](Firing::enter), [`leave`](Firing::leave))
-/// and one relaxed load of the coarse clock, compared with a value held in a register. This
-/// sits between every two callbacks, so it is kept that small. Dropping the firing puts
-/// back the marks that were there before it, so a callback that fires a hook itself is
-/// still named afterwards.
+/// [`begin`](Firing::begin) finds the thread's slot and what it held (a callback that
+/// fires a hook itself is the outer mark); each callback then costs one plain store on
+/// each side ([`enter`](Firing::enter), [`leave`](Firing::leave)). This sits between every
+/// two callbacks, so it is kept that small: no clock is read here, the ticker does the
+/// timing. After a callback the outer mark is back, so a crash in the host between two
+/// callbacks is not blamed on a plugin, and a nested firing's callbacks do not hide the
+/// callback that fired them.
 pub struct Firing {
-    slow: u64,
-    started: u64,
-    outer_label: *const String,
-    outer_hook: (*const u8, usize),
+    slot: &'static Slot,
+    outer: *mut Mark,
 }
 
 impl Firing {
-    /// Marks `hook` as being fired on this thread; it must outlive the returned value.
+    /// Begins a firing on this thread.
     #[inline(always)]
-    pub fn begin(hook: &str) -> Firing {
+    pub fn begin() -> Firing {
+        let slot = SLOT.with(Cell::get);
+        let slot = if slot.is_null() {
+            claim_slot()
+        } else {
+            // SAFETY: slots are leaked; SLOT is null or points at this thread's slot.
+            unsafe { &*slot }
+        };
         BUSY.store(true, Ordering::Relaxed);
         if PARKED.load(Ordering::Relaxed) {
             wake_ticker();
         }
-        let outer_hook = HOOK.with(|h| h.replace((hook.as_ptr(), hook.len())));
         Firing {
-            slow: SLOW_TICKS.load(Ordering::Relaxed),
-            started: TICKS.load(Ordering::Relaxed),
-            outer_label: LABEL.with(Cell::get),
-            outer_hook,
+            slot,
+            outer: slot.mark.load(Ordering::Relaxed),
         }
     }
 
-    /// Marks `label` (`plugin::callback`) as running; it must outlive the matching
-    /// [`leave`](Firing::leave).
+    /// Marks `mark`'s callback as running until [`leave`](Firing::leave).
     #[inline(always)]
-    pub fn enter(&self, label: &String) {
-        LABEL.with(|l| l.set(label));
+    pub fn enter(&self, mark: &'static Mark) {
+        self.slot
+            .mark
+            .store(std::ptr::from_ref(mark).cast_mut(), Ordering::Relaxed);
     }
 
-    /// Ends the running callback's mark: warns when it ran longer than the threshold (it
-    /// cannot be stopped in-process; the warning says how to make it stoppable). The mark
-    /// is cleared, so a crash in the host between two callbacks is not blamed on a plugin.
+    /// Ends the running callback's mark.
     #[inline(always)]
-    pub fn leave(&mut self) {
-        let now = TICKS.load(Ordering::Relaxed);
-        if self.slow != 0 && now.saturating_sub(self.started) >= self.slow {
-            warn_slow(now - self.started);
-        }
-        self.started = now;
-        LABEL.with(|l| l.set(std::ptr::null()));
+    pub fn leave(&self) {
+        self.slot.mark.store(self.outer, Ordering::Relaxed);
     }
 }
 
-impl Drop for Firing {
-    #[inline(always)]
-    fn drop(&mut self) {
-        LABEL.with(|l| l.set(self.outer_label));
-        HOOK.with(|h| h.set(self.outer_hook));
-    }
-}
-
-/// The running callback's label and hook, when a callback is marked.
+/// The running callback's label and hook on this thread, when a callback is marked.
 fn marks() -> Option<(&'static [u8], &'static [u8])> {
-    let label = LABEL.with(Cell::get);
-    let (hook, hook_len) = HOOK.with(Cell::get);
-    if label.is_null() {
+    let slot = SLOT.with(Cell::get);
+    if slot.is_null() {
         return None;
     }
-    // SAFETY: the marks point at a registry entry's label and a hook name, both alive
-    // while their firing runs, which is the only time the marks are set (see `Firing`).
-    // The 'static is a lie kept inside this module: callers use the slices at once.
+    // SAFETY: slots and marks are leaked, so both pointers stay valid; the low bit is the
+    // ticker's tag.
     unsafe {
-        let label: &String = &*label;
-        Some((
-            std::slice::from_raw_parts(label.as_ptr(), label.len()),
-            std::slice::from_raw_parts(hook, hook_len),
-        ))
+        let mark = ((*slot).mark.load(Ordering::Relaxed) as usize & !1) as *const Mark;
+        mark.as_ref()
+            .map(|m| (m.label.as_bytes(), m.hook.as_bytes()))
     }
 }
 
+/// The mark an untagged slot value points at.
+fn interned(mark: usize) -> Option<&'static Mark> {
+    // SAFETY: a slot holds null or a pointer to an interned mark, which is never freed.
+    unsafe { (mark as *const Mark).as_ref() }
+}
+
+/// Warns about `mark`'s call, running for `ticks`, or says it returned.
 #[cold]
-fn warn_slow(ticks: u64) {
-    let Some((label, hook)) = marks() else {
+fn report_slow(mark: &'static Mark, ticks: u64, returned: bool) {
+    let (label, hook) = (&mark.label, &mark.hook);
+    let ms = ticks * TICK.as_millis() as u64;
+    if returned {
+        tracing::warn!("Plugin callback {label} returned after about {ms} ms in hook '{hook}'");
         return;
-    };
-    let (label, hook) = (
-        String::from_utf8_lossy(label),
-        String::from_utf8_lossy(hook),
-    );
+    }
     let plugin = label.split("::").next().unwrap_or_default();
     tracing::warn!(
-        "Plugin callback {label} took about {} ms in hook '{hook}', and an in-process callback cannot be stopped; set `isolation: process` and a `timeout:` in its plugin.yaml (or plugins.isolation.{plugin}: process) to bound it",
-        ticks * TICK.as_millis() as u64
+        "Plugin callback {label} has been running for {ms} ms in hook '{hook}', and an in-process callback cannot be stopped; set `isolation: process` and a `timeout:` in its plugin.yaml (or plugins.isolation.{plugin}: process) to bound it"
     );
 }
 
@@ -290,5 +429,112 @@ extern "C" fn on_fatal(sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut
         // A signal sent with kill() rather than by a fault would not come back on return.
         // SAFETY: raise is async-signal-safe; the signal is blocked until we return.
         unsafe { libc::raise(sig) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// What `watch_slots` reported about `mark`, over ticks `from..to`.
+    fn watch(
+        watches: &mut Vec<Watch>,
+        ticks: std::ops::Range<u64>,
+        mark: &'static Mark,
+    ) -> Vec<(u64, bool)> {
+        let mut seen = Vec::new();
+        for now in ticks {
+            watch_slots(watches, now, 5, |m, t, returned| {
+                if std::ptr::eq(m, mark) {
+                    seen.push((t, returned));
+                }
+            });
+        }
+        seen
+    }
+
+    #[test]
+    fn a_call_running_past_the_threshold_is_reported_once_and_again_when_it_returns() {
+        let mark = Mark::intern("fatal-test::stuck", "pre_tool_call");
+        let (entered, wait_entered) = mpsc::channel();
+        let (release, wait_release) = mpsc::channel::<()>();
+        let (left, wait_left) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let firing = Firing::begin();
+            firing.enter(mark);
+            entered.send(()).unwrap();
+            wait_release.recv().unwrap();
+            firing.leave();
+            left.send(()).unwrap();
+        });
+        wait_entered.recv().unwrap();
+        let mut watches = Vec::new();
+        assert_eq!(watch(&mut watches, 1000..1012, mark), vec![(5, false)]);
+        release.send(()).unwrap();
+        wait_left.recv().unwrap();
+        assert_eq!(watch(&mut watches, 1012..1014, mark), vec![(12, true)]);
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn many_short_calls_of_one_callback_are_not_one_long_call() {
+        let mark = Mark::intern("fatal-test::quick", "pre_tool_call");
+        let (call, calls) = mpsc::channel::<()>();
+        let (done, wait_done) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let firing = Firing::begin();
+            // Each message is one call, still running when the watcher looks.
+            while calls.recv().is_ok() {
+                firing.enter(mark);
+                done.send(()).unwrap();
+                let _ = calls.recv();
+                firing.leave();
+            }
+        });
+        let mut watches = Vec::new();
+        let mut seen = Vec::new();
+        for now in 0..20 {
+            call.send(()).unwrap();
+            wait_done.recv().unwrap();
+            seen.extend(watch(&mut watches, now..now + 1, mark));
+            call.send(()).unwrap();
+        }
+        drop(call);
+        thread.join().unwrap();
+        assert_eq!(seen, vec![]);
+    }
+
+    #[test]
+    fn a_nested_firing_puts_the_outer_callback_back() {
+        let outer = Mark::intern("fatal-test::outer", "pre_llm_call");
+        let inner = Mark::intern("fatal-test::inner", "pre_tool_call");
+        let firing = Firing::begin();
+        firing.enter(outer);
+        {
+            let nested = Firing::begin();
+            nested.enter(inner);
+            assert_eq!(
+                marks(),
+                Some((&b"fatal-test::inner"[..], &b"pre_tool_call"[..]))
+            );
+            nested.leave();
+        }
+        assert_eq!(marks().map(|(l, _)| l), Some(&b"fatal-test::outer"[..]));
+        firing.leave();
+        assert_eq!(marks(), None);
+    }
+
+    #[test]
+    fn a_mark_is_interned_once_per_label_and_hook() {
+        let a = Mark::intern("fatal-test::same", "on_session_start");
+        assert!(std::ptr::eq(
+            a,
+            Mark::intern("fatal-test::same", "on_session_start")
+        ));
+        assert!(!std::ptr::eq(
+            a,
+            Mark::intern("fatal-test::same", "on_session_end")
+        ));
     }
 }

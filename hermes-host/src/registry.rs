@@ -25,6 +25,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::fatal::{Firing, Mark};
 use abi_stable::std_types::{ROption, RResult, RString};
 use hermes_hooks_abi::core::{
     EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action,
@@ -199,6 +200,8 @@ pub struct Registry {
 struct HookEntries {
     kind: OutcomeKind,
     entries: Vec<Entry>,
+    /// What marks each entry as running (see [`crate::fatal`]), by position.
+    marks: Vec<&'static Mark>,
     /// Whether any entry is out of process: kept up to date by `add`, so a firing of
     /// native callbacks only does not scan the list to find out.
     has_external: bool,
@@ -209,12 +212,14 @@ impl HookEntries {
         HookEntries {
             kind,
             entries: Vec::new(),
+            marks: Vec::new(),
             has_external: false,
         }
     }
 
-    fn push(&mut self, entry: Entry) {
+    fn push(&mut self, hook: &str, entry: Entry) {
         self.has_external |= matches!(entry.callback, Callback::External(_));
+        self.marks.push(Mark::intern(&entry.label, hook));
         self.entries.push(entry);
     }
 }
@@ -235,12 +240,12 @@ impl Registry {
                 .collect();
         }
         match hooks::HOOKS.iter().position(|h| h.name == hook) {
-            Some(i) => self.known[i].push(entry),
+            Some(i) => self.known[i].push(hook, entry),
             None => match self.unknown.iter_mut().find(|(name, _)| name == hook) {
-                Some((_, slot)) => slot.push(entry),
+                Some((_, slot)) => slot.push(hook, entry),
                 None => {
                     let mut slot = HookEntries::new(OutcomeKind::Observer);
-                    slot.push(entry);
+                    slot.push(hook, entry);
                     self.unknown.push((hook.to_string(), slot));
                 }
             },
@@ -522,13 +527,12 @@ impl Registry {
         slot: &HookEntries,
         mut take: impl FnMut(&Entry, Reply),
     ) {
-        let entries = slot.entries.as_slice();
         if !slot.has_external && self.trace.is_none() {
-            let mut marks = crate::fatal::Firing::begin(view.hook.as_str());
-            for entry in entries {
+            let marks = Firing::begin();
+            for (entry, &mark) in slot.entries.iter().zip(&slot.marks) {
                 let answer = match &entry.callback {
                     Callback::Native(cb) => {
-                        marks.enter(&entry.label);
+                        marks.enter(mark);
                         let answer = cb.call(view);
                         marks.leave();
                         match answer {
@@ -537,7 +541,7 @@ impl Registry {
                             RResult::RErr(message) => Err(message.into_string()),
                         }
                     }
-                    _ => self.call_inline(view, entry),
+                    _ => self.call_inline(view, entry, mark),
                 };
                 self.deliver(view, entry, answer, &mut take);
             }
@@ -561,7 +565,7 @@ impl Registry {
         if slot.has_external {
             run_externals(view, entries, &mut answers);
         }
-        for (entry, slot) in entries.iter().zip(answers) {
+        for ((entry, &mark), slot) in entries.iter().zip(&slot.marks).zip(answers) {
             let answer = match slot {
                 Some((answer, took)) => {
                     if let Some(trace) = &self.trace {
@@ -569,7 +573,7 @@ impl Registry {
                     }
                     answer
                 }
-                None => self.call_inline(view, entry),
+                None => self.call_inline(view, entry, mark),
             };
             self.deliver(view, entry, answer, &mut take);
         }
@@ -601,12 +605,12 @@ impl Registry {
         }
     }
 
-    fn call_inline(&self, view: &EventView<'_>, entry: &Entry) -> HookResult {
+    fn call_inline(&self, view: &EventView<'_>, entry: &Entry, mark: &'static Mark) -> HookResult {
         let started = self.trace.as_ref().map(|_| Instant::now());
         let answer = match &entry.callback {
             Callback::Native(cb) => {
-                let mut marks = crate::fatal::Firing::begin(view.hook.as_str());
-                marks.enter(&entry.label);
+                let marks = Firing::begin();
+                marks.enter(mark);
                 let answer = cb.call(view);
                 marks.leave();
                 answer

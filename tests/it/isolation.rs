@@ -296,6 +296,57 @@ fn a_slow_in_process_callback_is_named_with_the_way_to_bound_it() {
 }
 
 #[test]
+fn a_hanging_in_process_callback_is_named_while_it_hangs() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let home = home_with("loop");
+    home.config(
+        "plugins:\n  enabled: [crashy]\n  isolation:\n    crashy: in-process\n  slow_callback_warning: 100ms\n",
+    );
+    let mut child = Command::new(built().hermes())
+        .arg("--home")
+        .arg(home.path())
+        .args(["plugins", "fire", "pre_tool_call", "--payload", LS])
+        .env_remove("HERMES_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The callback never returns: the warning can only come from the watchdog.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let named = line.contains("Plugin callback crashy::")
+            && line.contains("has been running for")
+            && line
+                .contains("in hook 'pre_tool_call', and an in-process callback cannot be stopped");
+        lines.push(line);
+        if named {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.contains("has been running for")),
+        "no warning while the callback hung:\n{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
 fn an_isolated_callbacks_host_capabilities_cross_the_boundary() {
     let home = TestHome::new();
     home.install("gateway-ack", "gateway-ack", None, None);
