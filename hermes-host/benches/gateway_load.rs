@@ -7,7 +7,10 @@
 //! 2. open `HERMES_BENCH_CONNECTIONS` (default 2000) connections and time until the
 //!    gateway has accepted them all (its descriptor count says so);
 //! 3. from `HERMES_BENCH_CHATS` (default 200) of them at once, send messages one after
-//!    another, each waiting for its answer, and record every answer's latency;
+//!    another, each waiting for its answer, and record every answer's latency. The chats
+//!    are tasks on one client thread, so that the load generator does not crowd the
+//!    gateway's cores with runnable threads (clients are on other machines in a
+//!    deployment); `HERMES_BENCH_CLIENT=threads` gives each chat a blocking thread instead;
 //! 4. with every connection still open and nothing sent, measure idle wake-ups again.
 //!
 //! Beside it, in the same run: the round trip of one line on a plain loopback
@@ -20,7 +23,8 @@
 //! Run: `cargo bench -p hermes-host --bench gateway_load`. `HERMES_BENCH_CONNECTIONS`,
 //! `HERMES_BENCH_CHATS` and `HERMES_BENCH_MESSAGES` change the load,
 //! `HERMES_BENCH_GATEWAY='max_blocking: 8'` the gateway's settings, and
-//! `HERMES_BENCH_NO_HOOK=1` leaves the gateway hook out.
+//! `HERMES_BENCH_NO_HOOK=1` leaves the gateway hook out; `HERMES_BENCH_BIN=PATH` runs another
+//! build of `hermes` (to compare two commits in one session).
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -140,7 +144,12 @@ fn home(dir: &Path) {
 }
 
 fn start(dir: &Path) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
+    // Another build of `hermes` (an older commit, say) can be measured with the same bench.
+    let binary = std::env::var_os("HERMES_BENCH_BIN").map_or_else(
+        || env!("CARGO_BIN_EXE_hermes").into(),
+        std::path::PathBuf::from,
+    );
+    let mut child = Command::new(binary)
         .arg("--home")
         .arg(dir)
         .args([
@@ -213,6 +222,103 @@ fn hook_events(home: &Path) -> usize {
         .map_or(0, |t| t.lines().filter(|l| !l.trim().is_empty()).count())
 }
 
+/// What each chat does: send `per_chat` messages, each after the answer to the one before,
+/// and time every answer.
+async fn chat(c: usize, stream: TcpStream, per_chat: usize) -> Vec<Duration> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    stream.set_nodelay(true).expect("nodelay");
+    stream.set_nonblocking(true).expect("non-blocking");
+    let stream = tokio::net::TcpStream::from_std(stream).expect("a tokio stream");
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = tokio::io::BufReader::new(reader);
+    let mut line = String::new();
+    let mut latencies = Vec::with_capacity(per_chat);
+    for m in 0..per_chat {
+        let sent = Instant::now();
+        let message = format!(
+            "{{\"chat_id\": \"chat-{c}\", \"user_id\": \"u{c}\", \"text\": \"message {m}\"}}\n"
+        );
+        writer.write_all(message.as_bytes()).await.expect("send");
+        line.clear();
+        let read = tokio::time::timeout(Duration::from_secs(60), reader.read_line(&mut line));
+        read.await
+            .expect("an answer within 60 s")
+            .expect("an answer");
+        assert!(
+            line.contains(&format!("message {m}")),
+            "a wrong answer: {line}"
+        );
+        latencies.push(sent.elapsed());
+    }
+    latencies
+}
+
+/// The chats as tasks on one client thread: the load generator then takes one runnable
+/// thread from the machine it shares with the gateway, as clients on other machines would
+/// take none.
+fn clients_on_one_thread(clients: Vec<TcpStream>, per_chat: usize) -> Vec<Vec<Duration>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a client runtime");
+    runtime.block_on(async {
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(c, stream)| tokio::spawn(chat(c, stream, per_chat)))
+            .collect();
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.push(task.await.expect("a chat"));
+        }
+        latencies
+    })
+}
+
+/// The chats as one blocking thread each (`HERMES_BENCH_CLIENT=threads`): 200 more runnable
+/// threads on the gateway's cores, the way the first version of this bench measured.
+fn clients_on_threads(clients: Vec<TcpStream>, per_chat: usize) -> Vec<Vec<Duration>> {
+    let barrier = Arc::new(Barrier::new(clients.len()));
+    let senders: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, stream)| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                stream.set_nodelay(true).expect("nodelay");
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(60)))
+                    .expect("timeout");
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                let mut latencies = Vec::with_capacity(per_chat);
+                barrier.wait();
+                for m in 0..per_chat {
+                    let sent = Instant::now();
+                    writeln!(
+                        writer,
+                        r#"{{"chat_id": "chat-{c}", "user_id": "u{c}", "text": "message {m}"}}"#
+                    )
+                    .expect("send");
+                    line.clear();
+                    reader.read_line(&mut line).expect("an answer");
+                    assert!(
+                        line.contains(&format!("message {m}")),
+                        "a wrong answer: {line}"
+                    );
+                    latencies.push(sent.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    senders
+        .into_iter()
+        .map(|s| s.join().expect("a sender"))
+        .collect()
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -220,6 +326,7 @@ fn main() {
     let chats = setting("HERMES_BENCH_CHATS", if quick { 10 } else { 200 }).min(connections);
     let per_chat = setting("HERMES_BENCH_MESSAGES", if quick { 3 } else { 25 });
     let idle_window = Duration::from_secs(if quick { 1 } else { 5 });
+    let threads_client = std::env::var("HERMES_BENCH_CLIENT").is_ok_and(|v| v == "threads");
     raise_open_file_limit();
 
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -257,52 +364,37 @@ fn main() {
             }
         })
     };
-    let barrier = Arc::new(Barrier::new(chats));
     let load_started = Instant::now();
     let cpu_before = cpu_time(pid);
-    let senders: Vec<_> = streams
-        .drain(..chats)
-        .enumerate()
-        .map(|(c, stream)| {
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                stream.set_nodelay(true).expect("nodelay");
-                stream
-                    .set_read_timeout(Some(Duration::from_secs(60)))
-                    .expect("timeout");
-                let mut writer = stream.try_clone().expect("clone");
-                let mut reader = BufReader::new(stream);
-                let mut line = String::new();
-                let mut latencies = Vec::with_capacity(per_chat);
-                barrier.wait();
-                for m in 0..per_chat {
-                    let sent = Instant::now();
-                    writeln!(
-                        writer,
-                        r#"{{"chat_id": "chat-{c}", "user_id": "u{c}", "text": "message {m}"}}"#
-                    )
-                    .expect("send");
-                    line.clear();
-                    reader.read_line(&mut line).expect("an answer");
-                    assert!(
-                        line.contains(&format!("message {m}")),
-                        "a wrong answer: {line}"
-                    );
-                    latencies.push(sent.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies: Vec<Duration> = senders
-        .into_iter()
-        .flat_map(|s| s.join().expect("a sender"))
-        .collect();
+    let clients: Vec<TcpStream> = streams.drain(..chats).collect();
+    let per_chat_latencies = if threads_client {
+        clients_on_threads(clients, per_chat)
+    } else {
+        clients_on_one_thread(clients, per_chat)
+    };
     let load_took = load_started.elapsed();
     let server_cpu = cpu_time(pid).saturating_sub(cpu_before);
     sampling.store(false, Ordering::Relaxed);
     sampler.join().expect("the sampler");
-    latencies.sort();
+    // A chat's first answer starts its session (hooks, and a new transcript file, which
+    // costs the kernel 100-200 µs on some filesystems): reported apart as well.
+    let sorted = |mut v: Vec<Duration>| {
+        v.sort();
+        v
+    };
+    let latencies = sorted(per_chat_latencies.iter().flatten().copied().collect());
+    let firsts = sorted(
+        per_chat_latencies
+            .iter()
+            .filter_map(|l| l.first().copied())
+            .collect(),
+    );
+    let later = sorted(
+        per_chat_latencies
+            .iter()
+            .flat_map(|l| l.iter().skip(1).copied())
+            .collect(),
+    );
 
     // The hook's events are delivered behind the answers (a gateway hook never holds one
     // up): idle means after the last of them.
@@ -328,7 +420,12 @@ fn main() {
 
     let answers = latencies.len();
     println!(
-        "gateway_load: {connections} connections, {chats} chats x {per_chat} messages, one shell gateway hook on agent:end"
+        "gateway_load: {connections} connections, {chats} chats x {per_chat} messages, one shell gateway hook on agent:end, clients {}",
+        if threads_client {
+            "on a thread each"
+        } else {
+            "as tasks on one thread"
+        }
     );
     println!("| measurement | value | target |");
     println!("|---|---|---|");
@@ -340,6 +437,13 @@ fn main() {
         "| answer latency p50 / p99 ({answers} answers) | {} / {} | p99 <= 20 ms |",
         ms(percentile(&latencies, 0.50)),
         ms(percentile(&latencies, 0.99))
+    );
+    println!(
+        "| of which each chat's first / the later ones, p50 / p99 | {} / {}; {} / {} | |",
+        ms(percentile(&firsts, 0.50)),
+        ms(percentile(&firsts, 0.99)),
+        ms(percentile(&later, 0.50)),
+        ms(percentile(&later, 0.99))
     );
     println!(
         "| answers per second | {:.0} | |",

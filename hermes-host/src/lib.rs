@@ -12,6 +12,8 @@
 //! - [`logging`] bridges plugins' `tracing` records into the host's log;
 //! - [`gateway`] loads gateway hooks (`hooks/<name>/HOOK.yaml` plus a native, executable
 //!   or `handler.py` handler) and delivers events to them without blocking the caller;
+//! - [`cpu_slots`] keeps the threads of a large pool that use the CPU at once near the
+//!   number of cores, while any number wait on hooks' processes;
 //! - [`run_control`] carries what hooks ask of the run beyond their answer (Claude's
 //!   `ask` / `allow` for one tool call, `continue: false` for the run) to the host;
 //! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
@@ -65,6 +67,7 @@
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
 pub use plugins::isolation;
 
+pub mod cpu_slots;
 pub mod fatal;
 pub mod gateway;
 pub mod home;

@@ -563,7 +563,9 @@ impl Registry {
         let mut answers: Vec<Option<(HookResult, Duration)>> =
             entries.iter().map(|_| None).collect();
         if slot.has_external {
-            run_externals(view, entries, &mut answers);
+            // Out-of-process hooks wait on another process or a server: the thread's CPU
+            // slot, if it has one, is someone else's meanwhile.
+            crate::cpu_slots::waiting(|| run_externals(view, entries, &mut answers));
         }
         for ((entry, &mark), slot) in entries.iter().zip(&slot.marks).zip(answers) {
             let answer = match slot {
@@ -626,7 +628,7 @@ impl Registry {
             }
             Callback::External(ext) => {
                 if ext.matches(view) {
-                    ext.run(view)
+                    crate::cpu_slots::waiting(|| ext.run(view))
                 } else {
                     Ok(None)
                 }

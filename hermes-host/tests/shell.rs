@@ -1577,3 +1577,51 @@ fn claude_session_start_context_reaches_that_sessions_first_model_call_only() {
         hermes_host::registry::Outcome::Context(None)
     );
 }
+
+#[test]
+fn a_shell_hook_waited_on_in_a_run_pool_lets_the_next_job_use_the_cpu() {
+    use hermes_host::cpu_slots::RunPool;
+    let home = TestHome::new();
+    // The hook blocks until the second job has run: it can only finish if its wait does
+    // not count as running (one place, and patience far longer than the test).
+    let flag = home.path().join("second-ran");
+    let script = home.script(
+        "wait.sh",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n[ -e '{}' ] && echo '{{}}' || echo '{{\"action\": \"block\", \"message\": \"gave up\"}}'\n",
+            flag.display(),
+            flag.display()
+        ),
+    );
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - command: {script}\n      timeout: 60\n"
+    ));
+    let h = Home::at(home.path());
+    let (config, _) = h.load_config();
+    let mut registry = Registry::new();
+    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    assert_eq!(report.registered.len(), 1);
+    let registry = Arc::new(registry);
+    let pool = RunPool::new("test-turns", 1, 4, Duration::from_secs(600));
+    let (done, finished) = std::sync::mpsc::channel();
+    {
+        let (registry, done) = (registry.clone(), done.clone());
+        pool.spawn(move || {
+            let event = hermes_hooks_abi::hooks::payload::PreToolCallEvent {
+                tool_name: "terminal",
+                args: "{}",
+                ..Default::default()
+            };
+            let blocked = registry.pre_tool_call(&event).blocked.is_some();
+            done.send(if blocked { "hook gave up" } else { "hook" })
+                .unwrap();
+        });
+    }
+    let second = flag.clone();
+    pool.spawn(move || {
+        std::fs::write(&second, "").unwrap();
+        done.send("second").unwrap();
+    });
+    let order: Vec<&str> = finished.iter().take(2).collect();
+    assert_eq!(order, vec!["second", "hook"]);
+}

@@ -707,7 +707,10 @@ impl Agent {
         let timeout = args["timeout"]
             .as_u64()
             .map_or(self.terminal_timeout, Duration::from_secs);
-        let run = tools::run_terminal(command, &session.cwd, timeout, &self.interrupt);
+        // The command runs in its own process: this thread only waits for it.
+        let run = hermes_host::cpu_slots::waiting(|| {
+            tools::run_terminal(command, &session.cwd, timeout, &self.interrupt)
+        });
         let event = TransformTerminalOutputEvent {
             command,
             output: &run.output,

@@ -24,6 +24,11 @@ pub struct GatewayLimits {
     /// The most threads running agent turns and hook firings at once
     /// (`gateway.max_blocking`).
     pub max_blocking: usize,
+    /// The most of those threads using the CPU at once (`gateway.max_running`; default:
+    /// the number of cores). A turn waiting on a hook's process, an HTTP hook, an isolated
+    /// plugin or a terminal command does not count; a turn that waited
+    /// [`RUNNING_PATIENCE`] for its place runs anyway.
+    pub max_running: usize,
     /// The most clients connected at once (`gateway.max_connections`); one more is told so
     /// and closed.
     pub max_connections: usize,
@@ -42,14 +47,20 @@ pub struct GatewayLimits {
     pub shutdown_grace: Duration,
 }
 
+/// How long a turn waits for one of the `gateway.max_running` places before it runs
+/// without one: what an in-process hook that blocks without saying so costs the others.
+pub const RUNNING_PATIENCE: Duration = Duration::from_millis(10);
+
 /// `gateway.max_line_bytes` by default: 1 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
 
 impl Default for GatewayLimits {
     fn default() -> GatewayLimits {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         GatewayLimits {
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            workers: cores,
             max_blocking: 64,
+            max_running: cores,
             max_connections: 10_000,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             idle_timeout: Duration::from_secs(30),
@@ -93,6 +104,10 @@ impl GatewayLimits {
                     Some(n) => limits.max_blocking = n,
                     None => bad("a whole number from 1 to 4096", limits.max_blocking.to_string()),
                 },
+                "max_running" => match count(value, 1, 4096) {
+                    Some(n) => limits.max_running = n,
+                    None => bad("a whole number from 1 to 4096", limits.max_running.to_string()),
+                },
                 "max_connections" => match count(value, 1, 1_000_000) {
                     Some(n) => limits.max_connections = n,
                     None => bad(
@@ -130,7 +145,7 @@ impl GatewayLimits {
                 },
                 other if OTHER_KEYS.contains(&other) => {}
                 other => warnings.push(format!(
-                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, allowed_users); ignoring it"
+                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, allowed_users); ignoring it"
                 )),
             }
         }
@@ -173,7 +188,7 @@ mod tests {
     #[test]
     fn each_key_is_read_and_a_bad_one_names_itself_and_the_default() {
         let (limits, warnings) = parse(
-            "gateway:\n  workers: 3\n  max_blocking: 8\n  max_connections: 5\n  max_line_bytes: 4096\n  idle_timeout: 0.5\n  write_buffer_bytes: 65536\n  shutdown_grace: 2\n",
+            "gateway:\n  workers: 3\n  max_blocking: 8\n  max_running: 1\n  max_connections: 5\n  max_line_bytes: 4096\n  idle_timeout: 0.5\n  write_buffer_bytes: 65536\n  shutdown_grace: 2\n",
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
@@ -185,14 +200,17 @@ mod tests {
             ),
             (3, 8, 5, 4096)
         );
+        assert_eq!(limits.max_running, 1);
         assert_eq!(limits.idle_timeout, Duration::from_millis(500));
         assert_eq!(limits.write_buffer_bytes, 65536);
         assert_eq!(limits.shutdown_grace, Duration::from_secs(2));
 
-        let (limits, warnings) =
-            parse("gateway:\n  workers: zero\n  idle_timeout: 0\n  max_conections: 4\n");
+        let (limits, warnings) = parse(
+            "gateway:\n  workers: zero\n  idle_timeout: 0\n  max_conections: 4\n  max_running: 0\n",
+        );
         assert_eq!(limits, GatewayLimits::default());
-        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert!(warnings[3].contains("gateway.max_running must be a whole number from 1"));
         assert!(warnings[0].starts_with("config.yaml: gateway.workers must be a whole number"));
         assert!(warnings[0].contains("using the default"));
         assert!(warnings[1].contains("gateway.idle_timeout"));

@@ -66,6 +66,7 @@ pub use transcript::TranscriptStore;
 pub use wire::Inbound;
 
 use crate::app::agent::{Agent, GatewayScript, Session, Transcript};
+use hermes_host::cpu_slots::RunPool;
 use hermes_host::gateway::{GatewayLog, ShutdownReport};
 
 /// The platform name when none is given.
@@ -157,11 +158,11 @@ pub(crate) struct Core {
     /// `sessions` is handed it rather than calling it, so scheduling does not depend on
     /// what the jobs do.
     pub(crate) run_job: sessions::RunJob,
-    /// The runtime whose blocking pool runs the chats' jobs; without one (a library user
-    /// outside tokio), each busy chat gets a thread.
-    pub(crate) runtime: Option<tokio::runtime::Handle>,
     /// Turns `true` when shutdown begins: the listener and the readers stop.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
+    /// Runs the chats' jobs: `gateway.max_blocking` threads at most, `gateway.max_running`
+    /// of them using the CPU at once.
+    pub(crate) pool: RunPool,
 }
 
 impl Core {
@@ -204,8 +205,13 @@ impl Server {
             chats: sessions::Chats::new(),
             run_job: handle::run,
             agent: std::sync::RwLock::new(Arc::new(agent)),
-            runtime: tokio::runtime::Handle::try_current().ok(),
             closing: tokio::sync::watch::channel(false).0,
+            pool: RunPool::new(
+                "gateway-turn",
+                options.limits.max_running,
+                options.limits.max_blocking,
+                limits::RUNNING_PATIENCE,
+            ),
             script,
             options,
             log,

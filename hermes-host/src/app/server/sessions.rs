@@ -4,11 +4,12 @@
 //! A chat (`<platform>:<chat_id>`) is created with its first message, and gets a session
 //! id at once (so `session.append` works before the first turn); the session *starts*
 //! (`session:start`, `on_session_start`) with its first turn. A worker is started when a
-//! chat's queue goes from empty to not empty and ends when the queue is empty again. Inside
-//! the gateway's runtime the worker is a job on its bounded blocking pool
-//! (`gateway.max_blocking` threads at most; more busy chats wait their turn), so the number
-//! of threads has a ceiling whatever the number of chats; a slow hook occupies one pool
-//! thread and stalls neither the listener nor other chats.
+//! chat's queue goes from empty to not empty and ends when the queue is empty again. The
+//! worker is a job on the gateway's [`RunPool`](hermes_host::cpu_slots::RunPool)
+//! (`gateway.max_blocking` threads at most, `gateway.max_running` of them using the CPU at
+//! once; more busy chats wait their turn, first come first served), so the number of
+//! threads has a ceiling whatever the number of chats; a slow out-of-process hook occupies
+//! one pool thread and stalls neither the listener nor other chats.
 //!
 //! Idle expiry: a reaper thread, which sleeps until the earliest moment a chat could
 //! expire, queues an expiry job for a chat whose known session saw no message for the idle
@@ -223,23 +224,8 @@ fn push(core: &Arc<Core>, chat: &Arc<Chat>, mut state: MutexGuard<'_, ChatState>
     drop(state);
     core.chats.active.fetch_add(1, Ordering::SeqCst);
     let (worker_core, worker_chat) = (core.clone(), chat.clone());
-    if let Some(runtime) = &core.runtime {
-        // Queued (not a new thread) when the pool is at its limit; dropped only if the
-        // runtime is gone, which happens after shutdown waited for every worker.
-        drop(runtime.spawn_blocking(move || work(&worker_core, &worker_chat)));
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name(format!("chat-{}", chat.key))
-        .spawn(move || work(&worker_core, &worker_chat));
-    if let Err(e) = spawned {
-        // No thread to spare: handle the queue here, late rather than never.
-        tracing::warn!(
-            "gateway: cannot start a worker for {}: {e}; handling it inline",
-            chat.key
-        );
-        work(core, chat);
-    }
+    // Queued behind other chats' jobs when the pool is at its limits.
+    core.pool.spawn(move || work(&worker_core, &worker_chat));
 }
 
 /// Decrements the active-worker count when the worker ends, even by a panic.
