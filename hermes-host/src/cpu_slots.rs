@@ -53,6 +53,17 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// A pool of at most `max_threads` threads, at most `max_running` of them running jobs
 /// that are not [`waiting`]. Dropping it lets its idle threads end; queued jobs still run.
+///
+/// ```
+/// use std::time::Duration;
+/// use hermes_host::cpu_slots::RunPool;
+///
+/// let pool = RunPool::new("turns", 1, 4, Duration::from_millis(10));
+/// let (done, finished) = std::sync::mpsc::channel();
+/// pool.spawn(move || done.send("answered").unwrap());
+/// assert_eq!(finished.recv().unwrap(), "answered");
+/// assert!(pool.threads() <= 4);
+/// ```
 pub struct RunPool {
     shared: Arc<Shared>,
 }
@@ -245,6 +256,23 @@ impl Shared {
 /// Runs `wait` (something that waits on the world outside this process) without counting
 /// this thread's job as running, so that the pool can start another job meanwhile. Outside
 /// a [`RunPool`] job it just runs `wait`.
+///
+/// ```
+/// use std::time::Duration;
+/// use hermes_host::cpu_slots::{self, RunPool};
+///
+/// // One running place: the second job runs while the first waits on `sleep`.
+/// let pool = RunPool::new("turns", 1, 2, Duration::from_secs(60));
+/// let (done, finished) = std::sync::mpsc::channel();
+/// let first = done.clone();
+/// pool.spawn(move || {
+///     cpu_slots::waiting(|| std::process::Command::new("sleep").arg("0.2").status().unwrap());
+///     first.send("first").unwrap();
+/// });
+/// pool.spawn(move || done.send("second").unwrap());
+/// assert_eq!(finished.recv().unwrap(), "second");
+/// assert_eq!(finished.recv().unwrap(), "first");
+/// ```
 pub fn waiting<T>(wait: impl FnOnce() -> T) -> T {
     let shared = CURRENT.with(|c| match &mut *c.borrow_mut() {
         Some((shared, running @ true)) => {
