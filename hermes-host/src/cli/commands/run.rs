@@ -1,7 +1,7 @@
 //! `hermes run SCRIPT`: a scripted agent session with every hook firing.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::Duration;
 
 use crate::app::agent::{Agent, ApprovalMode, Approver, Script, Stdout};
@@ -15,24 +15,29 @@ use crate::cli::settings::Settings;
 /// Set by the SIGINT handler; a second SIGINT exits at once.
 static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
 
+/// The agent's interrupt flag, for the handler: a reference leaked from its `Arc`, so it
+/// lives as long as the process.
+static INTERRUPT: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
+
 extern "C" fn on_sigint(_signal: libc::c_int) {
     if SIGINT_SEEN.swap(true, Ordering::SeqCst) {
         // SAFETY: _exit is async-signal-safe.
         unsafe { libc::_exit(130) };
     }
+    // SAFETY: null, or the leaked flag of `interrupt_on_sigint`, which is never freed; an
+    // atomic store is async-signal-safe.
+    if let Some(flag) = unsafe { INTERRUPT.load(Ordering::SeqCst).as_ref() } {
+        flag.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Routes SIGINT to `flag`: the current turn stops, running commands are killed, and the
 /// session still ends with `on_session_end(interrupted=true)` and `on_session_finalize`.
+/// The handler sets the flag itself, so no thread watches for the signal.
 fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
-    // SAFETY: the handler only touches an atomic (and _exit on a second signal).
+    INTERRUPT.store(Arc::into_raw(flag).cast_mut(), Ordering::SeqCst);
+    // SAFETY: the handler only touches atomics (and _exit on a second signal).
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
-    std::thread::spawn(move || {
-        while !SIGINT_SEEN.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        flag.store(true, Ordering::SeqCst);
-    });
 }
 
 pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
