@@ -222,6 +222,19 @@ fn hook_events(home: &Path) -> usize {
         .map_or(0, |t| t.lines().filter(|l| !l.trim().is_empty()).count())
 }
 
+/// Message `m` of chat `c`, as one protocol line.
+fn message(c: usize, m: usize) -> String {
+    format!("{{\"chat_id\": \"chat-{c}\", \"user_id\": \"u{c}\", \"text\": \"message {m}\"}}\n")
+}
+
+/// The echo model's answer to message `m` quotes it.
+fn check_answer(line: &str, m: usize) {
+    assert!(
+        line.contains(&format!("message {m}")),
+        "a wrong answer: {line}"
+    );
+}
+
 /// What each chat does: send `per_chat` messages, each after the answer to the one before,
 /// and time every answer.
 async fn chat(c: usize, stream: TcpStream, per_chat: usize) -> Vec<Duration> {
@@ -235,19 +248,16 @@ async fn chat(c: usize, stream: TcpStream, per_chat: usize) -> Vec<Duration> {
     let mut latencies = Vec::with_capacity(per_chat);
     for m in 0..per_chat {
         let sent = Instant::now();
-        let message = format!(
-            "{{\"chat_id\": \"chat-{c}\", \"user_id\": \"u{c}\", \"text\": \"message {m}\"}}\n"
-        );
-        writer.write_all(message.as_bytes()).await.expect("send");
+        writer
+            .write_all(message(c, m).as_bytes())
+            .await
+            .expect("send");
         line.clear();
         let read = tokio::time::timeout(Duration::from_secs(60), reader.read_line(&mut line));
         read.await
             .expect("an answer within 60 s")
             .expect("an answer");
-        assert!(
-            line.contains(&format!("message {m}")),
-            "a wrong answer: {line}"
-        );
+        check_answer(&line, m);
         latencies.push(sent.elapsed());
     }
     latencies
@@ -296,17 +306,10 @@ fn clients_on_threads(clients: Vec<TcpStream>, per_chat: usize) -> Vec<Vec<Durat
                 barrier.wait();
                 for m in 0..per_chat {
                     let sent = Instant::now();
-                    writeln!(
-                        writer,
-                        r#"{{"chat_id": "chat-{c}", "user_id": "u{c}", "text": "message {m}"}}"#
-                    )
-                    .expect("send");
+                    writer.write_all(message(c, m).as_bytes()).expect("send");
                     line.clear();
                     reader.read_line(&mut line).expect("an answer");
-                    assert!(
-                        line.contains(&format!("message {m}")),
-                        "a wrong answer: {line}"
-                    );
+                    check_answer(&line, m);
                     latencies.push(sent.elapsed());
                 }
                 latencies

@@ -2,9 +2,9 @@
 //!
 //! Start-up, in order: bind the TCP listener (its address is stdout's first line), load
 //! plugins and shell hooks (with consent) exactly as `hermes run` does, load the gateway
-//! hooks, start the tokio runtime (`gateway.workers` threads, a blocking pool of
-//! `gateway.max_blocking`) and the server (`gateway:startup`), then serve until stdin ends
-//! (`--stdin`) or SIGINT/SIGTERM.
+//! hooks, start the tokio runtime (`gateway.workers` threads) and the server
+//! (`gateway:startup`; its turn pool has `gateway.max_blocking` threads, `gateway.max_running`
+//! of them using the CPU at once), then serve until stdin ends (`--stdin`) or SIGINT/SIGTERM.
 //!
 //! Shutdown on a signal is graceful: no new clients or messages, running and queued turns
 //! get `gateway.shutdown_grace` (or `--shutdown-grace`) to finish, then what still runs is
