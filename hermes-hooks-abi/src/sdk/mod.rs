@@ -255,6 +255,9 @@ impl<F> HookCallback for Guarded<F>
 where
     F: Fn(&EventView<'_>) -> Result<Option<Reply>, String> + Send + Sync + 'static,
 {
+    // Inlined into abi_stable's `extern "C"` shim for the trait method, so that a firing
+    // crosses one call into the plugin, not two.
+    #[inline(always)]
     fn call(&self, event: &EventView<'_>) -> RResult<ROption<Reply>, RString> {
         // The closure's answer is parked in `answer` and only a flag crosses catch_unwind:
         // moving a whole reply out through it costs more than the callback itself on the
