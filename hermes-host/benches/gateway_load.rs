@@ -17,7 +17,8 @@
 //! `TcpStream` echo, the floor under any answer.
 //!
 //! Thread count and RSS are the gateway's peak during step 3, read from
-//! `/proc/PID/status`. Wake-ups are the sum of `voluntary_ctxt_switches` over
+//! `/proc/PID/status`. The machine's busy and stolen shares of CPU time during step 3 come
+//! from `/proc/stat`: on a shared VM, stolen time says the run had less machine. Wake-ups are the sum of `voluntary_ctxt_switches` over
 //! `/proc/PID/task/*/status`, per second.
 //!
 //! Run: `cargo bench -p hermes-host --bench gateway_load`. `HERMES_BENCH_CONNECTIONS`,
@@ -88,6 +89,26 @@ fn cpu_time(pid: u32) -> Duration {
     // SAFETY: sysconf has no preconditions.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Duration::from_millis(ticks * 1000 / per_second)
+}
+
+/// The machine's CPU time so far, from the `cpu` line of `/proc/stat`, in clock ticks:
+/// (all, busy, stolen). Stolen time is what the hypervisor gave other guests while this
+/// one had work: a run with much of it measured a slower machine, not slower code.
+fn machine_ticks() -> (u64, u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let all: u64 = (0..8).map(at).sum();
+    let idle = at(3) + at(4);
+    (all, all - idle - at(7), at(7))
 }
 
 fn open_fds(pid: u32) -> usize {
@@ -369,6 +390,7 @@ fn main() {
     };
     let load_started = Instant::now();
     let cpu_before = cpu_time(pid);
+    let machine_before = machine_ticks();
     let clients: Vec<TcpStream> = streams.drain(..chats).collect();
     let per_chat_latencies = if threads_client {
         clients_on_threads(clients, per_chat)
@@ -377,6 +399,7 @@ fn main() {
     };
     let load_took = load_started.elapsed();
     let server_cpu = cpu_time(pid).saturating_sub(cpu_before);
+    let machine_after = machine_ticks();
     sampling.store(false, Ordering::Relaxed);
     sampler.join().expect("the sampler");
     // A chat's first answer starts its session (hooks, and a new transcript file, which
@@ -456,6 +479,16 @@ fn main() {
         "| gateway CPU during the load | {:.2} cores of 2, {:.0} µs per answer | |",
         server_cpu.as_secs_f64() / load_took.as_secs_f64(),
         server_cpu.as_secs_f64() * 1e6 / answers.max(1) as f64
+    );
+    let (all, busy, stolen) = (
+        machine_after.0.saturating_sub(machine_before.0).max(1) as f64,
+        machine_after.1.saturating_sub(machine_before.1) as f64,
+        machine_after.2.saturating_sub(machine_before.2) as f64,
+    );
+    println!(
+        "| the machine during the load: busy / stolen by the hypervisor | {:.0}% / {:.0}% of its CPU time | |",
+        busy * 100.0 / all,
+        stolen * 100.0 / all
     );
     println!(
         "| bare loopback echo p50 / p99 (same run) | {} / {} | |",
