@@ -1159,6 +1159,128 @@ mod tests {
         }
     }
 
+    /// What a `pre_tool_call` callback sees, field by field.
+    fn seen(e: &EventView<'_>) -> Vec<String> {
+        e.fields
+            .iter()
+            .map(|f| format!("{}={:?}", f.name.as_str(), f.value.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_call_made_inside_a_firing_sees_its_own_payload_and_leaves_the_outer_one_intact() {
+        let registry: Arc<std::sync::OnceLock<std::sync::Weak<Registry>>> = Arc::default();
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reg = Registry::new();
+        let (inner_registry, inner_log) = (registry.clone(), log.clone());
+        reg.add_in_process(
+            "pre_tool_call",
+            "nesting",
+            Arc::new(move |e| {
+                let before = seen(e);
+                if e.get_str("tool_name") == Some("outer") {
+                    let registry = inner_registry.get().and_then(std::sync::Weak::upgrade);
+                    let verdict = registry.unwrap().pre_tool_call(&payload::PreToolCallEvent {
+                        tool_name: "inner",
+                        args: "[]",
+                        task_id: "t-in",
+                        session_id: "s-in",
+                        tool_call_id: "c-in",
+                        turn_id: None,
+                    });
+                    assert!(verdict.blocked.is_some());
+                    // The nested firing did not write over this one's payload.
+                    assert_eq!(seen(e), before);
+                    inner_log.lock().unwrap().push(before);
+                    return Ok(None);
+                }
+                inner_log.lock().unwrap().push(before);
+                Ok(Some(Reply::new("block", "inner blocked")))
+            }),
+        );
+        // An assertion that fails inside a callback is caught and counted, not raised.
+        let failures = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        reg.count_failures(failures.clone());
+        let reg = Arc::new(reg);
+        registry.set(Arc::downgrade(&reg)).unwrap();
+        let outer = payload::PreToolCallEvent {
+            tool_name: "outer",
+            args: "{}",
+            task_id: "t-out",
+            session_id: "s-out",
+            tool_call_id: "c-out",
+            turn_id: Some("turn-1"),
+        };
+        assert!(reg.pre_tool_call(&outer).blocked.is_none());
+        // A later firing on the same thread sees its own values, a null turn included.
+        let later = payload::PreToolCallEvent {
+            tool_name: "later",
+            turn_id: None,
+            ..outer
+        };
+        assert!(reg.pre_tool_call(&later).blocked.is_some());
+        assert_eq!(failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+        let log = log.lock().unwrap();
+        let fields =
+            |tool: &str, args: &str, task: &str, session: &str, call: &str, turn: Option<&str>| {
+                vec![
+                    format!("tool_name={:?}", Some(tool)),
+                    format!("args={:?}", Some(args)),
+                    format!("task_id={:?}", Some(task)),
+                    format!("session_id={:?}", Some(session)),
+                    format!("tool_call_id={:?}", Some(call)),
+                    format!("turn_id={turn:?}"),
+                ]
+            };
+        assert_eq!(
+            *log,
+            vec![
+                fields("inner", "[]", "t-in", "s-in", "c-in", None),
+                fields("outer", "{}", "t-out", "s-out", "c-out", Some("turn-1")),
+                fields("later", "{}", "t-out", "s-out", "c-out", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn threads_firing_at_once_each_see_their_own_payload() {
+        let mut reg = Registry::new();
+        reg.add_in_process(
+            "pre_tool_call",
+            "check",
+            Arc::new(|e| {
+                // Every field of a firing carries the same text.
+                let first = e.get_str("tool_name");
+                for name in ["args", "task_id", "session_id", "tool_call_id", "turn_id"] {
+                    assert_eq!(e.get_str(name), first, "{name}");
+                }
+                Ok(None)
+            }),
+        );
+        let failures = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        reg.count_failures(failures.clone());
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let reg = &reg;
+                s.spawn(move || {
+                    for i in 0..2000 {
+                        let text = format!("{t}-{i}");
+                        let event = payload::PreToolCallEvent {
+                            tool_name: &text,
+                            args: &text,
+                            task_id: &text,
+                            session_id: &text,
+                            tool_call_id: &text,
+                            turn_id: Some(&text),
+                        };
+                        assert!(reg.pre_tool_call(&event).blocked.is_none());
+                    }
+                });
+            }
+        });
+        assert_eq!(failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn concurrent_external_hooks_combine_in_registry_order() {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
