@@ -62,6 +62,9 @@ pub struct LoadOptions {
     pub gateway_log: Option<Arc<dyn GatewayLog>>,
     /// How gateway hooks run (Python interpreter, queue size).
     pub gateway: GatewayOptions,
+    /// The directory the agent works in, when not the process's: `format: claude` shell
+    /// hooks run there (see [`ShellHookSpec::work_dir`](crate::shell::config::ShellHookSpec)).
+    pub work_dir: Option<PathBuf>,
 }
 
 impl Default for LoadOptions {
@@ -74,6 +77,7 @@ impl Default for LoadOptions {
             trace: None,
             gateway_log: None,
             gateway: GatewayOptions::default(),
+            work_dir: None,
         }
     }
 }
@@ -212,7 +216,13 @@ impl Hooks {
                     }
                 }
             };
-            report.shell = shell::register_from_config(home, &config, consent, &mut registry);
+            report.shell = shell::register_from_config_in(
+                home,
+                &config,
+                consent,
+                &mut registry,
+                options.work_dir.as_deref(),
+            );
         }
         let gateway = options.gateway_log.as_ref().map(|log| {
             let handlers = std::mem::take(&mut plugins.gateway_handlers);

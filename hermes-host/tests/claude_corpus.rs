@@ -548,3 +548,60 @@ fn ask_goes_through_the_hosts_approval_step() {
         "force-push needs a human"
     );
 }
+
+#[test]
+fn a_claude_hook_runs_in_the_agents_work_directory_and_is_told_so() {
+    // `hermes run --cwd WORK` started from another directory: the hook runs in WORK and
+    // gets it as `cwd` and `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the session's
+    // directory, not the directory the host was started from.
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let seen = c.home().join("seen.json");
+    let script = c.home().join("where.py");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/usr/bin/env python3\nimport json, os, sys\nd = json.load(sys.stdin)\njson.dump({{'cwd': d['cwd'], 'project': os.environ.get('CLAUDE_PROJECT_DIR'), 'pwd': os.getcwd()}}, open({:?}, 'w'))\n",
+            seen.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        c.home().join("config.yaml"),
+        format!(
+            "hooks:\n  pre_tool_call:\n    - command: {}\n      format: claude\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let session = c.home().join("session.yaml");
+    std::fs::write(
+        &session,
+        one_turn(
+            "list",
+            "      - tool: terminal\n        args: {command: \"true\"}\n      - final: listed\n",
+        ),
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(c.home())
+        .arg("--accept-hooks")
+        .args(["run", session.to_str().unwrap(), "--cwd"])
+        .arg(c.work())
+        .current_dir(elsewhere.path())
+        .env_remove("HERMES_HOME")
+        .env("HERMES_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Ran(out).says(&["assistant: listed"]);
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    // Compared after resolving links: a temporary directory may sit behind one.
+    let work = std::fs::canonicalize(c.work()).unwrap();
+    for key in ["cwd", "project", "pwd"] {
+        let path = std::fs::canonicalize(seen[key].as_str().unwrap()).unwrap();
+        assert_eq!(path, work, "{key}: {seen}");
+    }
+}

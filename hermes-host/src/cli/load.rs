@@ -13,14 +13,21 @@ use hermes_host::{ConsentPolicy, Hooks, LoadOptions};
 use super::settings::Settings;
 
 /// Loads plugins and shell hooks into one registry (and gateway hooks when `gateway_log`
-/// is given), tracing to `trace` when given. Safe mode skips plugins and shell hooks, as
-/// the later reference does.
+/// is given), tracing to `trace` when given, for an agent working in `work_dir` (`--cwd`;
+/// `None`: the current directory). Safe mode skips plugins and shell hooks, as the later
+/// reference does.
 pub fn load_hooks(
     settings: &Settings,
     trace: Option<Arc<dyn TraceSink>>,
     gateway_log: Option<Arc<dyn GatewayLog>>,
+    work_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<Hooks> {
-    Hooks::load(&settings.home, &options(settings, trace, gateway_log)).context("cannot load hooks")
+    let options = LoadOptions {
+        // Absolute: a hook is told it as its `cwd` and runs there from its own process.
+        work_dir: work_dir.map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
+        ..options(settings, trace, gateway_log)
+    };
+    Hooks::load(&settings.home, &options).context("cannot load hooks")
 }
 
 /// Plugins alone, for `hermes plugins`: no shell hooks, no gateway hooks.

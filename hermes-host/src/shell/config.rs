@@ -78,6 +78,11 @@ pub struct ShellHookSpec {
     pub http: Option<HttpSpec>,
     /// The protocol the hook speaks (`format:`): Hermes's, or Claude Code's.
     pub format: Format,
+    /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+    /// run`), when it is not the process's. A `format: claude` hook runs there, and gets it
+    /// as its payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
+    /// session's directory. `None`: the process's working directory.
+    pub work_dir: Option<std::path::PathBuf>,
 }
 
 /// The protocol a shell hook speaks, both ways.
@@ -109,6 +114,7 @@ impl ShellHookSpec {
             instances: 1,
             http: None,
             format: Format::Hermes,
+            work_dir: None,
         }
     }
 
@@ -396,6 +402,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         instances,
         http,
         format,
+        work_dir: None,
     })
 }
 

@@ -125,7 +125,22 @@ pub fn register_from_config(
     consent: Consent<'_>,
     registry: &mut Registry,
 ) -> ShellReport {
-    let parsed = config::parse(config);
+    register_from_config_in(home, config, consent, registry, None)
+}
+
+/// [`register_from_config`] for an agent working in `work_dir` (see
+/// [`ShellHookSpec::work_dir`]); `None` is the process's working directory.
+pub fn register_from_config_in(
+    home: &Home,
+    config: &Config,
+    consent: Consent<'_>,
+    registry: &mut Registry,
+    work_dir: Option<&std::path::Path>,
+) -> ShellReport {
+    let mut parsed = config::parse(config);
+    for spec in &mut parsed.specs {
+        spec.work_dir = work_dir.map(std::path::Path::to_path_buf);
+    }
     let mut report = ShellReport {
         registered: Vec::new(),
         warnings: parsed.warnings,
@@ -758,9 +773,12 @@ fn run_claude(
     kwargs: &Map<String, Value>,
     client: Option<&http::Client>,
 ) -> (RunResult, Evaluation) {
-    let cwd = std::env::current_dir()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
+    let cwd = match &spec.work_dir {
+        Some(dir) => dir.display().to_string(),
+        None => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    };
     let transcript_path = kwargs
         .get("session_id")
         .and_then(Value::as_str)
@@ -782,11 +800,12 @@ fn run_claude(
     let run = match (&spec.http, client) {
         (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
         (Some(http), None) => http::Client::new().post(http, stdin.as_bytes(), timeout),
-        (None, _) => spawn::run_with_env(
+        (None, _) => spawn::run_in(
             &spec.command,
             stdin.as_bytes(),
             timeout,
             &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+            spec.work_dir.as_deref(),
         ),
     };
     let mut evaluation = evaluate(spec, &run);

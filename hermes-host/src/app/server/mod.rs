@@ -267,6 +267,11 @@ impl Server {
         std::mem::replace(&mut *current, agent)
     }
 
+    /// The directory the agent's tools work in (`--cwd`).
+    pub fn work_dir(&self) -> &std::path::Path {
+        &self.core.options.cwd
+    }
+
     /// The agent serving messages now.
     pub fn agent(&self) -> Arc<Agent> {
         self.core.agent()

@@ -876,7 +876,7 @@ fn fire(
         return Ok(ExitStatus::Failure);
     }
     let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
-    let hooks = load_hooks(settings, Some(sink.clone()), None)?;
+    let hooks = load_hooks(settings, Some(sink.clone()), None, None)?;
     let (registry, _, _, report) = hooks.into_parts();
     let report = report.shell;
     let owned = OwnedPayload::from_json(event, &payload);

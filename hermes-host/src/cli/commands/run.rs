@@ -44,7 +44,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
     let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
-    let hooks = load_hooks(settings, Some(tracer.clone()), None)?;
+    let hooks = load_hooks(settings, Some(tracer.clone()), None, args.cwd.as_deref())?;
     let cwd = match args.cwd {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,

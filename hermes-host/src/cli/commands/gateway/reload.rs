@@ -180,7 +180,12 @@ pub fn reload(
     log: &Arc<dyn GatewayLog>,
 ) {
     let current = server.agent();
-    let hooks = match load_hooks(settings, Some(current.tracer.clone()), Some(log.clone())) {
+    let hooks = match load_hooks(
+        settings,
+        Some(current.tracer.clone()),
+        Some(log.clone()),
+        Some(server.work_dir()),
+    ) {
         Ok(hooks) => hooks,
         Err(e) => {
             log.line(&format!(

@@ -185,7 +185,12 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     };
 
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
-    let hooks = load_hooks(settings, Some(tracer.clone()), Some(log.clone()))?;
+    let hooks = load_hooks(
+        settings,
+        Some(tracer.clone()),
+        Some(log.clone()),
+        Some(&cwd),
+    )?;
     let (registry, gateway_hooks, config, mut report) = hooks.into_parts();
     let mut libraries = super::reload::InProcessLibraries::default();
     libraries.record(&report);
