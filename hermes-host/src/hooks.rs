@@ -63,7 +63,7 @@ pub struct LoadOptions {
     /// How gateway hooks run (Python interpreter, queue size).
     pub gateway: GatewayOptions,
     /// The directory the agent works in, when not the process's: `format: claude` shell
-    /// hooks run there (see [`ShellHookSpec::work_dir`](crate::shell::config::ShellHookSpec)).
+    /// hooks are told it (see [`ShellHookSpec::work_dir`](crate::shell::config::ShellHookSpec)).
     pub work_dir: Option<PathBuf>,
 }
 

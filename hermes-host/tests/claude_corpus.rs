@@ -550,10 +550,10 @@ fn ask_goes_through_the_hosts_approval_step() {
 }
 
 #[test]
-fn a_claude_hook_runs_in_the_agents_work_directory_and_is_told_so() {
-    // `hermes run --cwd WORK` started from another directory: the hook runs in WORK and
-    // gets it as `cwd` and `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the session's
-    // directory, not the directory the host was started from.
+fn a_claude_hook_is_told_the_agents_work_directory_and_runs_where_hermes_started() {
+    // `hermes run --cwd WORK` started from another directory: the hook gets WORK as `cwd`
+    // and `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the session's directory. It
+    // runs where hermes started, where consent resolved its (relative) script path.
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let seen = c.home().join("seen.json");
     let script = c.home().join("where.py");
@@ -599,9 +599,63 @@ fn a_claude_hook_runs_in_the_agents_work_directory_and_is_told_so() {
     Ran(out).says(&["assistant: listed"]);
     let seen: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
     // Compared after resolving links: a temporary directory may sit behind one.
+    let canonical = |key: &str| std::fs::canonicalize(seen[key].as_str().unwrap()).unwrap();
     let work = std::fs::canonicalize(c.work()).unwrap();
-    for key in ["cwd", "project", "pwd"] {
-        let path = std::fs::canonicalize(seen[key].as_str().unwrap()).unwrap();
-        assert_eq!(path, work, "{key}: {seen}");
-    }
+    assert_eq!(canonical("cwd"), work, "{seen}");
+    assert_eq!(canonical("project"), work, "{seen}");
+    assert_eq!(
+        canonical("pwd"),
+        std::fs::canonicalize(elsewhere.path()).unwrap(),
+        "{seen}"
+    );
+}
+
+#[test]
+fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_its_namesake() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let started_in = tempfile::tempdir().unwrap();
+    let marker = c.home().join("ran.txt");
+    let hook = |dir: &Path, who: &str| {
+        let script = dir.join("hook.py");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nopen({:?}, 'a').write({who:?} + '\\n')\n",
+                marker.display().to_string()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    hook(started_in.path(), "approved");
+    // The project the agent works in has a script of the same relative name.
+    hook(c.work(), "impostor");
+    std::fs::write(
+        c.home().join("config.yaml"),
+        "hooks:\n  pre_tool_call:\n    - command: ./hook.py\n      format: claude\n",
+    )
+    .unwrap();
+    let session = c.home().join("session.yaml");
+    std::fs::write(
+        &session,
+        one_turn(
+            "list",
+            "      - tool: terminal\n        args: {command: \"true\"}\n      - final: listed\n",
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .arg("--home")
+        .arg(c.home())
+        .arg("--accept-hooks")
+        .args(["run", session.to_str().unwrap(), "--cwd"])
+        .arg(c.work())
+        .current_dir(started_in.path())
+        .env_remove("HERMES_HOME")
+        .env("HERMES_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Ran(out).says(&["assistant: listed"]);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "approved\n");
 }

@@ -23,7 +23,7 @@ pub fn load_hooks(
     work_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<Hooks> {
     let options = LoadOptions {
-        // Absolute: a hook is told it as its `cwd` and runs there from its own process.
+        // Absolute: a hook is told it as its `cwd`, from a process of its own.
         work_dir: work_dir.map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
         ..options(settings, trace, gateway_log)
     };

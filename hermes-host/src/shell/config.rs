@@ -79,9 +79,11 @@ pub struct ShellHookSpec {
     /// The protocol the hook speaks (`format:`): Hermes's, or Claude Code's.
     pub format: Format,
     /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
-    /// run`), when it is not the process's. A `format: claude` hook runs there, and gets it
-    /// as its payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
-    /// session's directory. `None`: the process's working directory.
+    /// run`), when it is not the process's. A `format: claude` hook gets it as its
+    /// payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
+    /// session's directory. The hook still runs in the process's directory, where consent
+    /// resolved (and pinned) the script its relative paths name. `None`: the process's
+    /// working directory.
     pub work_dir: Option<std::path::PathBuf>,
 }
 

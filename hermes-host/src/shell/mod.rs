@@ -800,12 +800,14 @@ fn run_claude(
     let run = match (&spec.http, client) {
         (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
         (Some(http), None) => http::Client::new().post(http, stdin.as_bytes(), timeout),
-        (None, _) => spawn::run_in(
+        // Run from hermes's own directory even when the agent works elsewhere: consent
+        // pinned the script that relative paths name from here, and a hook started in the
+        // work directory could run another file of the same name.
+        (None, _) => spawn::run_with_env(
             &spec.command,
             stdin.as_bytes(),
             timeout,
             &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
-            spec.work_dir.as_deref(),
         ),
     };
     let mut evaluation = evaluate(spec, &run);

@@ -252,23 +252,6 @@ pub fn run_with_env(
     timeout: Duration,
     env: &[(&str, &str)],
 ) -> RunResult {
-    run_in(command, stdin, timeout, env, None)
-}
-
-/// [`run_with_env`] in directory `dir` (the process's working directory when `None`).
-///
-/// ```no_run
-/// use std::time::Duration;
-/// let r = hermes_host::shell::spawn::run_in("/bin/pwd", b"", Duration::from_secs(5), &[], Some(std::path::Path::new("/tmp")));
-/// assert_eq!(r.stdout.trim(), "/tmp");
-/// ```
-pub fn run_in(
-    command: &str,
-    stdin: &[u8],
-    timeout: Duration,
-    env: &[(&str, &str)],
-    dir: Option<&std::path::Path>,
-) -> RunResult {
     let started = Instant::now();
     let argv = match argv(command) {
         Ok(argv) => argv,
@@ -277,9 +260,6 @@ pub fn run_in(
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.envs(env.iter().copied());
-    if let Some(dir) = dir {
-        cmd.current_dir(dir);
-    }
     let how = Run::new()
         .input(stdin)
         .capture(OUTPUT_CAP)
