@@ -66,12 +66,17 @@ impl Corpus {
     }
 
     fn hermes(&self, args: &[&str]) -> Output {
+        self.hermes_from(self.work(), args)
+    }
+
+    /// [`Corpus::hermes`] started from `dir` rather than the work directory.
+    fn hermes_from(&self, dir: &Path, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_hermes"))
             .arg("--home")
             .arg(self.home())
             .arg("--accept-hooks")
             .args(args)
-            .current_dir(self.work())
+            .current_dir(dir)
             .env_remove("HERMES_HOME")
             .env_remove("RUST_LOG")
             .env("HERMES_LOG", "warn")
@@ -121,6 +126,43 @@ impl Corpus {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         (Ran(out), trace)
+    }
+}
+
+impl Corpus {
+    /// Replaces the hook with `command` (a `format: claude` hook on `pre_tool_call`).
+    fn only_hook(&self, command: &str) {
+        std::fs::write(
+            self.home().join("config.yaml"),
+            format!("hooks:\n  pre_tool_call:\n    - command: {command}\n      format: claude\n"),
+        )
+        .unwrap();
+    }
+
+    /// An executable Python script at `path` with `body`.
+    fn python_script(path: &Path, body: &str) {
+        std::fs::write(path, format!("#!/usr/bin/env python3\n{body}")).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// `hermes run --cwd <work>` of one turn with one terminal call, started from `dir`.
+    fn one_tool_call_from(&self, dir: &Path) -> Ran {
+        let session = self.home().join("session.yaml");
+        std::fs::write(
+            &session,
+            one_turn(
+                "list",
+                "      - tool: terminal\n        args: {command: \"true\"}\n      - final: listed\n",
+            ),
+        )
+        .unwrap();
+        let run = [
+            "run",
+            session.to_str().unwrap(),
+            "--cwd",
+            self.work().to_str().unwrap(),
+        ];
+        Ran(self.hermes_from(dir, &run))
     }
 }
 
@@ -557,46 +599,17 @@ fn a_claude_hook_is_told_the_agents_work_directory_and_runs_where_hermes_started
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let seen = c.home().join("seen.json");
     let script = c.home().join("where.py");
-    std::fs::write(
+    Corpus::python_script(
         &script,
-        format!(
-            "#!/usr/bin/env python3\nimport json, os, sys\nd = json.load(sys.stdin)\njson.dump({{'cwd': d['cwd'], 'project': os.environ.get('CLAUDE_PROJECT_DIR'), 'pwd': os.getcwd()}}, open({:?}, 'w'))\n",
+        &format!(
+            "import json, os, sys\nd = json.load(sys.stdin)\njson.dump({{'cwd': d['cwd'], 'project': os.environ.get('CLAUDE_PROJECT_DIR'), 'pwd': os.getcwd()}}, open({:?}, 'w'))\n",
             seen.display().to_string()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        c.home().join("config.yaml"),
-        format!(
-            "hooks:\n  pre_tool_call:\n    - command: {}\n      format: claude\n",
-            script.display()
-        ),
-    )
-    .unwrap();
-    let session = c.home().join("session.yaml");
-    std::fs::write(
-        &session,
-        one_turn(
-            "list",
-            "      - tool: terminal\n        args: {command: \"true\"}\n      - final: listed\n",
-        ),
-    )
-    .unwrap();
+    );
+    c.only_hook(&script.display().to_string());
     let elsewhere = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
-        .arg("--home")
-        .arg(c.home())
-        .arg("--accept-hooks")
-        .args(["run", session.to_str().unwrap(), "--cwd"])
-        .arg(c.work())
-        .current_dir(elsewhere.path())
-        .env_remove("HERMES_HOME")
-        .env("HERMES_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    Ran(out).says(&["assistant: listed"]);
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["assistant: listed"]);
     let seen: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
     // Compared after resolving links: a temporary directory may sit behind one.
     let canonical = |key: &str| std::fs::canonicalize(seen[key].as_str().unwrap()).unwrap();
@@ -616,46 +629,19 @@ fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_i
     let started_in = tempfile::tempdir().unwrap();
     let marker = c.home().join("ran.txt");
     let hook = |dir: &Path, who: &str| {
-        let script = dir.join("hook.py");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nopen({:?}, 'a').write({who:?} + '\\n')\n",
+        Corpus::python_script(
+            &dir.join("hook.py"),
+            &format!(
+                "import sys\nsys.stdin.read()\nopen({:?}, 'a').write({who:?} + '\\n')\n",
                 marker.display().to_string()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
     };
     hook(started_in.path(), "approved");
     // The project the agent works in has a script of the same relative name.
     hook(c.work(), "impostor");
-    std::fs::write(
-        c.home().join("config.yaml"),
-        "hooks:\n  pre_tool_call:\n    - command: ./hook.py\n      format: claude\n",
-    )
-    .unwrap();
-    let session = c.home().join("session.yaml");
-    std::fs::write(
-        &session,
-        one_turn(
-            "list",
-            "      - tool: terminal\n        args: {command: \"true\"}\n      - final: listed\n",
-        ),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
-        .arg("--home")
-        .arg(c.home())
-        .arg("--accept-hooks")
-        .args(["run", session.to_str().unwrap(), "--cwd"])
-        .arg(c.work())
-        .current_dir(started_in.path())
-        .env_remove("HERMES_HOME")
-        .env("HERMES_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    Ran(out).says(&["assistant: listed"]);
+    c.only_hook("./hook.py");
+    c.one_tool_call_from(started_in.path())
+        .says(&["assistant: listed"]);
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "approved\n");
 }
