@@ -18,8 +18,8 @@
 //!
 //! Thread count and RSS are the gateway's peak during step 3, read from
 //! `/proc/PID/status`. The machine's busy and stolen shares of CPU time during step 3 come
-//! from `/proc/stat`: on a shared VM, stolen time says the run had less machine. Wake-ups are the sum of `voluntary_ctxt_switches` over
-//! `/proc/PID/task/*/status`, per second.
+//! from `/proc/stat`: on a shared VM, stolen time says the run had less machine. Wake-ups
+//! are the sum of `voluntary_ctxt_switches` over `/proc/PID/task/*/status`, per second.
 //!
 //! Run: `cargo bench -p hermes-host --bench gateway_load`. `HERMES_BENCH_CONNECTIONS`,
 //! `HERMES_BENCH_CHATS` and `HERMES_BENCH_MESSAGES` change the load,
