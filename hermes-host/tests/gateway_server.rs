@@ -961,6 +961,28 @@ fn a_hundred_concurrent_chats_lose_and_cross_no_message() {
 }
 
 #[test]
+fn a_transcript_that_cannot_be_written_is_logged_by_path_and_the_chat_is_still_answered() {
+    let home = TestHome::new();
+    // A file where the sessions directory should be: no transcript can be created.
+    home.write("sessions", "not a directory\n");
+    let finished = home.stdin_run(&[], &[msg("c1", "alice", "one"), msg("c1", "alice", "two")]);
+    let texts: Vec<Value> = finished
+        .messages_for("c1")
+        .iter()
+        .map(|m| m["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("one"), json!("two")], "{}", finished.stderr);
+    // Every entry of both turns (the user's message and the answer) was tried and
+    // reported with the file it was meant for.
+    let failures = finished
+        .stderr
+        .lines()
+        .filter(|l| l.contains("gateway: transcript not written") && l.contains("sessions/sess-"))
+        .count();
+    assert_eq!(failures, 4, "{}", finished.stderr);
+}
+
+#[test]
 fn transcripts_stay_intact_when_a_gateway_hook_handler_crashes_mid_run() {
     const CHATS: usize = 20;
     const MESSAGES: usize = 5;

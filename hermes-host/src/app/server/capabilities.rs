@@ -113,15 +113,14 @@ impl Core {
         steps.truncate(max_iterations);
         let agent = self.agent();
         let result = agent.run_turn(&mut session, prompt, &steps);
+        let mut transcript = self.recorder(&session.id);
         for entry in &session.history {
-            self.record(&session.id, entry.clone());
+            transcript.record(entry.clone());
         }
         agent.finalize(&session);
         if let Some(error) = result.error {
-            self.record(
-                &session.id,
-                json!({ "role": "system", "content": format!("[model error: {error}]") }),
-            );
+            transcript
+                .record(json!({ "role": "system", "content": format!("[model error: {error}]") }));
             return Err(format!("the model failed: {error}"));
         }
         let api_calls = session

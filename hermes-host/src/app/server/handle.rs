@@ -26,6 +26,7 @@ use super::Core;
 use super::capabilities::Capabilities;
 use super::commands;
 use super::sessions::{Chat, Job, Live, end_session};
+use super::transcript::OpenTranscript;
 use super::wire::{Inbound, Outbound, OutboundKind};
 use hermes_host::gateway::HostCallsOf;
 use hermes_host::registry::{DispatchVerdict, Outcome};
@@ -140,6 +141,7 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
         );
     }
     let session_id = live.session.id.clone();
+    let mut transcript = core.recorder(&session_id);
     let mut entry = json!({
         "role": "user",
         "content": text,
@@ -153,7 +155,7 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
     if text != message.text {
         entry["original"] = json!(message.text);
     }
-    core.record(&session_id, entry);
+    transcript.record(entry);
 
     let before = live.session.history.len();
     let steps = core.script.steps_for(text);
@@ -163,19 +165,13 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
     let new = live.session.history.get(before..).unwrap_or_default();
     let skip = usize::from(new.first().is_some_and(|m| m["role"] == "user"));
     for message in &new[skip..] {
-        core.record(&session_id, message.clone());
+        transcript.record(message.clone());
     }
     if result.interrupted {
-        core.record(
-            &session_id,
-            json!({ "role": "system", "content": "[interrupted]" }),
-        );
+        transcript.record(json!({ "role": "system", "content": "[interrupted]" }));
     }
     if let Some(stop) = &result.stopped {
-        core.record(
-            &session_id,
-            json!({ "role": "system", "content": format!("[{stop}]") }),
-        );
+        transcript.record(json!({ "role": "system", "content": format!("[{stop}]") }));
         core.reply(
             chat,
             message,
@@ -185,10 +181,8 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
         );
     }
     if let Some(error) = &result.error {
-        core.record(
-            &session_id,
-            json!({ "role": "system", "content": format!("[model error: {error}]") }),
-        );
+        transcript
+            .record(json!({ "role": "system", "content": format!("[model error: {error}]") }));
         core.log.line(&format!(
             "gateway: the model failed on {} chat {}: {error}",
             chat.platform, chat.chat_id
@@ -238,16 +232,47 @@ impl Core {
         }
     }
 
-    /// Appends `entry`, stamped with the time, to the transcript of `session_id`; a
-    /// failure is logged, and the chat goes on.
-    pub(crate) fn record(&self, session_id: &str, entry: Value) {
+    /// Appends entries to the transcript of `session_id` through one open file, for the
+    /// several entries of a turn.
+    pub(crate) fn recorder<'a>(&'a self, session_id: &'a str) -> Recorder<'a> {
+        Recorder {
+            core: self,
+            session_id,
+            open: None,
+        }
+    }
+}
+
+/// Writes a session's entries, stamped with the time, through one open transcript file,
+/// opened at the first entry and closed when dropped. A failure is logged, and the chat
+/// goes on: the next entry tries to open the file again, as a lone entry would.
+pub(crate) struct Recorder<'a> {
+    core: &'a Core,
+    session_id: &'a str,
+    open: Option<OpenTranscript>,
+}
+
+impl Recorder<'_> {
+    /// Appends `entry`, stamped with the time.
+    pub(crate) fn record(&mut self, entry: Value) {
         let mut stamped = serde_json::Map::new();
         stamped.insert("ts".into(), json!(unix_time()));
         if let Value::Object(fields) = entry {
             stamped.extend(fields);
         }
-        if let Err(e) = self.transcripts.append(session_id, &Value::Object(stamped)) {
-            self.log
+        let stamped = Value::Object(stamped);
+        let written = match self.open.as_mut() {
+            Some(file) => file.append(&stamped),
+            None => self
+                .core
+                .transcripts
+                .open(self.session_id)
+                .and_then(|file| self.open.insert(file).append(&stamped)),
+        };
+        if let Err(e) = written {
+            self.open = None;
+            self.core
+                .log
                 .line(&format!("gateway: transcript not written: {e}"));
         }
     }

@@ -6,8 +6,15 @@
 //! inside a line, and a writer that dies can at worst lose its own line, never damage
 //! another one. Nothing is buffered in this process, so a crash loses nothing that was
 //! already reported as written.
+//!
+//! A turn writes several entries (the user's message, tool calls and results, the answer).
+//! It writes them through one [`OpenTranscript`], held for the turn and closed at its end:
+//! opening a file is most of what a line costs (a path walk, a descriptor, an inode
+//! lookup), and a gateway under load writes two or more lines per answer. The file is not
+//! kept open between turns, so the descriptor table does not grow with the number of
+//! chats; every process a hook spawns copies that table.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -81,28 +88,56 @@ impl TranscriptStore {
     ///
     /// A bad session id, or the IO error of creating the directory or writing the file.
     pub fn append(&self, session_id: &str, entry: &Value) -> Result<(), TranscriptError> {
+        self.open(session_id)?.append(entry)
+    }
+
+    /// Opens the transcript of `session_id` for appending (creating it, and the directory,
+    /// when missing), for writing several entries through one open file.
+    ///
+    /// # Errors
+    ///
+    /// A bad session id, or the IO error of creating the directory or opening the file.
+    pub fn open(&self, session_id: &str) -> Result<OpenTranscript, TranscriptError> {
         let path = self.path_of(session_id)?;
+        let open = || OpenOptions::new().create(true).append(true).open(&path);
+        let file = match open() {
+            Ok(file) => Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir).and_then(|()| open())
+            }
+            Err(e) => Err(e),
+        };
+        match file {
+            Ok(file) => Ok(OpenTranscript { path, file }),
+            Err(source) => Err(TranscriptError::Io { path, source }),
+        }
+    }
+}
+
+/// One session's transcript, open for appending; closed when dropped.
+#[derive(Debug)]
+pub struct OpenTranscript {
+    path: PathBuf,
+    file: File,
+}
+
+impl OpenTranscript {
+    /// Appends `entry` as one line.
+    ///
+    /// # Errors
+    ///
+    /// The IO error of writing the file (a full disk, say).
+    pub fn append(&mut self, entry: &Value) -> Result<(), TranscriptError> {
         let mut line = entry.to_string().into_bytes();
         line.push(b'\n');
-        let io = |source| TranscriptError::Io {
-            path: path.clone(),
-            source,
-        };
-        let mut file = match OpenOptions::new().create(true).append(true).open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.dir).map_err(io)?;
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(io)?
-            }
-            Err(e) => return Err(io(e)),
-        };
         // One write for the whole line: with O_APPEND it lands at the end in one piece.
         // `write_all` only loops on a short write (a full disk), which would fail anyway.
-        file.write_all(&line).map_err(io)
+        self.file
+            .write_all(&line)
+            .map_err(|source| TranscriptError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 
@@ -120,6 +155,23 @@ mod tests {
             );
         }
         assert!(store.path_of("sess-1a-2").is_ok());
+    }
+
+    #[test]
+    fn lines_written_through_an_open_transcript_land_after_other_writers_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        // The directory does not exist yet: opening creates it.
+        let store = TranscriptStore::new(dir.path().join("sessions"));
+        let mut open = store.open("sess-1").unwrap();
+        open.append(&serde_json::json!({"n": 1})).unwrap();
+        // Another writer (a plugin's `session.append`) while the turn holds the file.
+        store
+            .append("sess-1", &serde_json::json!({"n": 2}))
+            .unwrap();
+        open.append(&serde_json::json!({"n": 3})).unwrap();
+        drop(open);
+        let text = std::fs::read_to_string(store.path_of("sess-1").unwrap()).unwrap();
+        assert_eq!(text, "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n");
     }
 
     #[test]
