@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use yaml_serde::{Mapping, Value};
 
+use crate::ownership::{self, Role};
+
 /// A resolved Hermes home directory.
 ///
 /// ```
@@ -81,7 +83,10 @@ impl Home {
     }
 
     /// Reads `config.yaml`. A missing file is an empty config; a malformed one is an empty
-    /// config plus an error that names the file.
+    /// config plus an error that names the file. So is one that another user could change
+    /// (writable by group or others, or owned by someone else than you or root, as
+    /// [`crate::ownership::inspect`] decides): it names what runs as you, so none of its
+    /// settings is used until its permissions are fixed.
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -89,9 +94,29 @@ impl Home {
     /// let (config, problem) = hermes_host::home::Home::at(dir.path()).load_config();
     /// assert!(problem.is_none());
     /// assert_eq!(config.plugins_enabled(), Some(vec!["audit-log".to_string()]));
+    ///
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let path = dir.path().join("config.yaml");
+    /// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    /// let (config, problem) = hermes_host::home::Home::at(dir.path()).load_config();
+    /// assert_eq!(config.plugins_enabled(), None);
+    /// assert!(problem.unwrap().to_string().contains("chmod go-w"));
     /// ```
     pub fn load_config(&self) -> (Config, Option<ConfigError>) {
         let path = self.config_path();
+        // The file decides which commands run as the user (shell hooks, plugins,
+        // `hooks_auto_accept`) and whether loose permissions elsewhere are tolerated
+        // (`hooks.strict_permissions`), so a copy another user could edit is not read at
+        // all, whatever it says.
+        if let Some(finding) = ownership::inspect(&path, Role::Config) {
+            let message = format!(
+                "it {}: {} (it names the hooks and plugins that run, and can approve them); run `{}`",
+                finding.condition(),
+                finding.risk(),
+                finding.fix()
+            );
+            return (Config::default(), Some(ConfigError { path, message }));
+        }
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Config::default(), None),

@@ -314,6 +314,78 @@ fn a_shell_hook_script_others_can_write_is_not_run_and_doctor_says_why() {
 }
 
 #[test]
+fn a_config_others_can_write_is_not_read_and_every_command_says_why() {
+    let home = TestHome::new();
+    let marker = home.path().join("ran");
+    let script = home.script(
+        "hooks/guard.sh",
+        &format!("#!/bin/sh\ntouch {}\necho '{{}}'\n", marker.display()),
+    );
+    // What another user would write to get a command run as you: a hook, approved by
+    // the config itself.
+    home.config(&format!(
+        "hooks_auto_accept: true\nhooks:\n  pre_tool_call:\n    - command: {}\n",
+        script.display()
+    ));
+    let config = home.path().join("config.yaml");
+    let run = home.terminal_session(&["true"], &[]);
+    assert!(marker.exists(), "{}", run.describe());
+    std::fs::remove_file(&marker).unwrap();
+
+    chmod(&config, 0o646);
+    let run = home.terminal_session(&["true"], &[]);
+    assert!(!marker.exists(), "{}", run.describe());
+    let refusal = format!(
+        "{}: it is writable by others (mode 0646): another user could change what runs as you",
+        config.display()
+    );
+    let fix = format!("run `chmod go-w {}`", config.display());
+    let says_why = |text: &str| text.contains(&refusal) && text.contains(&fix);
+    assert!(says_why(&run.stderr()), "{}", run.describe());
+    let list = home.hermes(&["hooks", "list"], &[]);
+    assert!(says_why(&list.stderr()), "{}", list.describe());
+    assert!(!marker.exists(), "hooks list must not run it");
+    // A command that edits the config leaves it alone rather than rewrite it.
+    let enable = home.hermes(&["plugins", "enable", "anything"], &[]);
+    assert!(
+        enable.code() != 0 && says_why(&enable.stderr()),
+        "{}",
+        enable.describe()
+    );
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("hooks_auto_accept: true"),
+        "the file was rewritten"
+    );
+
+    // Someone else's file is refused the same way, whatever its mode.
+    chmod(&config, 0o644);
+    if give_away(&config) {
+        let run = home.terminal_session(&["true"], &[]);
+        assert!(!marker.exists(), "{}", run.describe());
+        assert!(
+            run.stderr().contains(&format!(
+                "{}: it is owned by uid 65534, not by you",
+                config.display()
+            )),
+            "{}",
+            run.describe()
+        );
+        let c = std::ffi::CString::new(config.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; chown reads it only.
+        assert_eq!(
+            unsafe { libc::chown(c.as_ptr(), libc::geteuid(), u32::MAX) },
+            0
+        );
+    }
+
+    // Fixed: read and run again.
+    let run = home.terminal_session(&["true"], &[]);
+    assert!(marker.exists(), "{}", run.describe());
+}
+
+#[test]
 fn a_script_made_writable_after_registration_is_refused_at_the_next_firing() {
     use hermes_host::registry::Registry;
     use hermes_host::shell::{self, Consent};
