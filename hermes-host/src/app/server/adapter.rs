@@ -93,6 +93,11 @@ pub struct Connection {
     kill: watch::Sender<bool>,
     pending: Mutex<Pending>,
     log: Arc<dyn GatewayLog>,
+    /// The chats it follows, so that forgetting it visits those and not every chat: a
+    /// gateway with thousands of chats sees whole batches of clients leave at once (a
+    /// load balancer restarting), each under the subscription table's write lock.
+    /// Locked after that table.
+    follows: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -240,6 +245,7 @@ impl Router {
             kill,
             pending: Mutex::new(Pending::default()),
             log: self.log.clone(),
+            follows: Mutex::new(Vec::new()),
         });
         lock(&self.open).insert(id, conn.clone());
         self.writers.started();
@@ -346,6 +352,7 @@ impl Router {
         let mut subs = write(&self.subscriptions);
         if !follows(&subs) {
             subs.entry(key.to_string()).or_default().push(conn.clone());
+            lock(&conn.follows).push(key.to_string());
         }
     }
 
@@ -377,10 +384,14 @@ impl Router {
     fn forget(&self, conn: &Arc<Connection>) {
         {
             let mut subs = write(&self.subscriptions);
-            subs.retain(|_, list| {
-                list.retain(|c| c.id != conn.id);
-                !list.is_empty()
-            });
+            for key in std::mem::take(&mut *lock(&conn.follows)) {
+                if let Some(list) = subs.get_mut(&key) {
+                    list.retain(|c| c.id != conn.id);
+                    if list.is_empty() {
+                        subs.remove(&key);
+                    }
+                }
+            }
         }
         lock(&self.open).remove(&conn.id);
         conn.close();
@@ -681,6 +692,37 @@ async fn serve_connection(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn followers(router: &Router, key: &str) -> Option<Vec<u64>> {
+        read(&router.subscriptions)
+            .get(key)
+            .map(|list| list.iter().map(|c| c.id).collect())
+    }
+
+    #[test]
+    fn a_connection_that_goes_stops_following_its_chats_and_others_keep_theirs() {
+        let log: Arc<dyn GatewayLog> = Arc::new(|_: &str| {});
+        let router = Router::new(1 << 20, log);
+        let a = router
+            .open("a".into(), Box::new(std::io::sink()), None)
+            .unwrap();
+        let b = router
+            .open("b".into(), Box::new(std::io::sink()), None)
+            .unwrap();
+        router.subscribe("local:c1", &a);
+        router.subscribe("local:c2", &a);
+        router.subscribe("local:c2", &b);
+        router.subscribe("local:c2", &a);
+        router.subscribe("local:c3", &b);
+        a.read_closed(&router);
+        assert_eq!(followers(&router, "local:c1"), None);
+        assert_eq!(followers(&router, "local:c2"), Some(vec![b.id]));
+        assert_eq!(followers(&router, "local:c3"), Some(vec![b.id]));
+        b.read_closed(&router);
+        assert!(read(&router.subscriptions).is_empty());
+        router.close(Duration::from_secs(5));
+    }
 
     #[test]
     fn bind_works_as_documented() {
