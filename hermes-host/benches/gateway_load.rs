@@ -14,7 +14,10 @@
 //! 4. with every connection still open and nothing sent, measure idle wake-ups again.
 //!
 //! Beside it, in the same run: the round trip of one line on a plain loopback
-//! `TcpStream` echo, the floor under any answer.
+//! `TcpStream` echo, the floor under any answer; and what creating a file costs in the
+//! gateway's home just before the load, since each chat's first answer creates its
+//! transcript, and on ext4 that cost varies tenfold with the filesystem's recent history
+//! (see [`file_create_cost`]).
 //!
 //! Thread count and RSS are the gateway's peak during step 3, read from
 //! `/proc/PID/status`. The machine's busy and stolen shares of CPU time during step 3 come
@@ -25,7 +28,8 @@
 //! `HERMES_BENCH_CHATS` and `HERMES_BENCH_MESSAGES` change the load,
 //! `HERMES_BENCH_GATEWAY='max_blocking: 8'` the gateway's settings, and
 //! `HERMES_BENCH_NO_HOOK=1` leaves the gateway hook out; `HERMES_BENCH_BIN=PATH` runs another
-//! build of `hermes` (to compare two commits in one session).
+//! build of `hermes` (to compare two commits in one session). The gateway's home is a new
+//! temporary directory, under `TMPDIR` when it is set.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -233,6 +237,23 @@ fn bare_echo(rounds: usize) -> Vec<Duration> {
         .collect()
 }
 
+/// What creating one file costs in a new directory of the gateway's home, the mean of
+/// `files` creations: each chat's first answer creates its session's transcript there.
+/// On ext4 this depends on what the filesystem went through, not on the gateway: a new
+/// inode is not taken from those freed in the last minutes (`recently_deleted` in the
+/// kernel's inode allocator), so after many deletions nearby (tests, benches, builds
+/// cleaning up their temporary directories) each creation scans past them. The files stay
+/// until the home is removed, so measuring adds no deletion of its own.
+fn file_create_cost(home: &Path, files: usize) -> Duration {
+    let dir = home.join("create-probe");
+    std::fs::create_dir_all(&dir).expect("the probe directory");
+    let started = Instant::now();
+    for i in 0..files {
+        std::fs::File::create(dir.join(format!("probe-{i}.jsonl"))).expect("a probe file");
+    }
+    started.elapsed() / files.max(1) as u32
+}
+
 fn answers_expected(chats: usize, per_chat: usize) -> usize {
     chats * per_chat
 }
@@ -375,6 +396,8 @@ fn main() {
     }
     let accept_time = started.elapsed();
 
+    let create_cost = file_create_cost(dir.path(), 100);
+
     let peak_threads = Arc::new(AtomicU64::new(0));
     let peak_rss = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -402,8 +425,8 @@ fn main() {
     let machine_after = machine_ticks();
     sampling.store(false, Ordering::Relaxed);
     sampler.join().expect("the sampler");
-    // A chat's first answer starts its session (hooks, and a new transcript file, which
-    // costs the kernel 100-200 µs on some filesystems): reported apart as well.
+    // A chat's first answer starts its session (hooks, and a new transcript file, whose
+    // cost the probe above measured): reported apart as well.
     let sorted = |mut v: Vec<Duration>| {
         v.sort();
         v
@@ -494,6 +517,10 @@ fn main() {
         "| bare loopback echo p50 / p99 (same run) | {} / {} | |",
         ms(percentile(&echo, 0.50)),
         ms(percentile(&echo, 0.99))
+    );
+    println!(
+        "| creating a file in the gateway's home, just before the load (same run) | {:.0} µs | |",
+        create_cost.as_secs_f64() * 1e6
     );
     println!(
         "| threads: peak under load / idle after | {} / {idle_threads} | <= 16 + busy pool threads |",
