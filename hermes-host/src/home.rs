@@ -4,6 +4,8 @@
 //! resolved [`Home`].
 
 use std::fmt;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use yaml_serde::{Mapping, Value};
@@ -136,7 +138,8 @@ impl Home {
         }
     }
 
-    /// Writes `config` to `config.yaml`, atomically. Comments in the old file are not kept.
+    /// Writes `config` to `config.yaml`, atomically, readable and writable by the user
+    /// only (mode 0600, whatever the umask). Comments in the old file are not kept.
     ///
     /// # Errors
     ///
@@ -151,7 +154,20 @@ impl Home {
         let text = yaml_serde::to_string(&Value::Mapping(config.root.clone()))
             .map_err(|e| err(e.to_string()))?;
         let tmp = self.root.join(".config.yaml.tmp");
-        std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
+        // A new file, private to the user whatever the umask: one that others could
+        // write would be refused by the next `load_config`. A temporary file left by an
+        // interrupted save goes first, so `create_new` never writes through a link.
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| err(format!("{}: {e}", tmp.display())))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| err(format!("{}: {e}", tmp.display())))?;
+        drop(file);
         std::fs::rename(&tmp, &path).map_err(|e| err(e.to_string()))
     }
 }
@@ -408,4 +424,37 @@ pub fn sorted_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
         .collect();
     dirs.sort();
     dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_saved_config_is_private_to_the_user_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        std::fs::write(home.config_path(), "plugins:\n  enabled: [a]\n").unwrap();
+        std::fs::set_permissions(home.config_path(), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        // What an interrupted save leaves behind.
+        std::fs::write(dir.path().join(".config.yaml.tmp"), "junk").unwrap();
+        let (mut config, problem) = home.load_config();
+        assert_eq!(problem, None);
+        assert!(config.enable_plugin("b"));
+        home.save_config(&config).unwrap();
+        let mode = std::fs::metadata(home.config_path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (again, problem) = home.load_config();
+        assert_eq!(problem, None);
+        assert_eq!(
+            again.plugins_enabled(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        assert!(!dir.path().join(".config.yaml.tmp").exists());
+    }
 }
