@@ -120,14 +120,26 @@ impl RunPool {
     /// Queues `job`; it runs on a thread of the pool, after the jobs queued before it.
     /// When no thread can be started at all, it runs here, late rather than never.
     pub fn spawn(&self, job: impl FnOnce() + Send + 'static) {
-        let mut state = self.shared.lock();
-        state.queue.push_back((Instant::now(), Box::new(job)));
-        if let Err(mut state) = self.shared.find_taker(state) {
-            // Not one thread: take the job back and run it on the caller.
-            let job = state.queue.pop_back().map(|(_, job)| job);
-            drop(state);
-            if let Some(job) = job {
-                job();
+        let start = {
+            let mut state = self.shared.lock();
+            state.queue.push_back((Instant::now(), Box::new(job)));
+            self.shared.find_taker(&mut state)
+        };
+        if start && !self.shared.start_thread() {
+            // Not one thread: run what is queued on the caller, oldest first, until a
+            // thread exists again to take the rest.
+            loop {
+                let job = {
+                    let mut state = self.shared.lock();
+                    if state.threads > 0 {
+                        break;
+                    }
+                    state.queue.pop_front()
+                };
+                match job {
+                    Some((_, job)) => job(),
+                    None => break,
+                }
             }
         }
     }
@@ -156,15 +168,14 @@ impl Shared {
     }
 
     /// Makes sure someone will take the queue's next job: an idle thread is woken, or a
-    /// thread started (while there are fewer than `max_threads`). When the running places
-    /// are full, one idle thread is kept to time the oldest job's patience. `Err` when the
-    /// pool has no thread at all and cannot start one.
-    fn find_taker<'a>(
-        self: &Arc<Self>,
-        mut state: MutexGuard<'a, State>,
-    ) -> Result<(), MutexGuard<'a, State>> {
+    /// new thread is reserved (while there are fewer than `max_threads`). When the running
+    /// places are full, one idle thread is kept to time the oldest job's patience. `true`
+    /// when a thread was reserved: the caller starts it with [`Shared::start_thread`] once
+    /// it has let go of the lock, since starting a thread takes longer than anything else
+    /// done under it.
+    fn find_taker(&self, state: &mut State) -> bool {
         if state.queue.is_empty() {
-            return Ok(());
+            return false;
         }
         let free = self.max_running.saturating_sub(state.running);
         // Threads to take queued jobs now, or one to time the oldest job's patience.
@@ -173,31 +184,34 @@ impl Shared {
             if free > 0 {
                 self.work.notify_one();
             }
-            return Ok(());
+            return false;
         }
         if state.threads >= self.max_threads {
             // Every thread is busy: the first to finish takes the job.
-            return Ok(());
+            return false;
         }
         // A thread counts as idle from now until it looks at the queue, so the next job
-        // queued meanwhile does not start one more.
+        // queued meanwhile does not reserve one more.
         state.threads += 1;
         state.idle += 1;
+        true
+    }
+
+    /// Starts the thread [`Shared::find_taker`] reserved. When it cannot, the reservation
+    /// is given back; `false` when the pool then has no thread at all.
+    fn start_thread(self: &Arc<Self>) -> bool {
         let shared = self.clone();
         let started = std::thread::Builder::new()
             .name(self.name.clone())
             .spawn(move || shared.serve());
         match started {
-            Ok(_) => Ok(()),
+            Ok(_) => true,
             Err(e) => {
+                tracing::warn!("{}: cannot start a thread: {e}", self.name);
+                let mut state = self.lock();
                 state.threads -= 1;
                 state.idle -= 1;
-                tracing::warn!("{}: cannot start a thread: {e}", self.name);
-                if state.threads == 0 {
-                    Err(state)
-                } else {
-                    Ok(())
-                }
+                state.threads > 0
             }
         }
     }
@@ -284,10 +298,14 @@ pub fn waiting<T>(wait: impl FnOnce() -> T) -> T {
     let Some(shared) = shared else {
         return wait();
     };
-    {
+    let start = {
         let mut state = shared.lock();
         state.running -= 1;
-        let _ = shared.find_taker(state);
+        shared.find_taker(&mut state)
+    };
+    if start {
+        // This thread is one of the pool's, so the pool is never left without a thread.
+        shared.start_thread();
     }
     /// Counts the job as running again when the wait ends, also by a panic. It does not
     /// wait for a place: the job is under way, and finishing it frees one.
