@@ -187,5 +187,19 @@ put("allowlist", "reference.json", json.dumps({"approvals": [{"event": "on_sessi
 put("allowlist", "broken.json", '{"approvals": [{"event": 3, "command": null}, "x"], "extra": {}}')
 put("allowlist", "truncated.json", '{"approvals": [{"event": "pre_tool_call", "comm')
 
+# Claude Code settings, then after a NUL byte the config.yaml they are imported into.
+claude_settings = {"hooks": {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/.claude/hooks/validate.py", "timeout": 30}]},
+                   {"matcher": "Write|Edit", "hooks": [{"type": "http", "url": "http://127.0.0.1:9/guard"}]}],
+    "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "make lint\nmake test"}]}],
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo 'it''s' \"q\" \\ \t\u0085\u2028"}]}],
+    "Notification": [{"hooks": [{"type": "command", "command": "notify-send x"}]}],
+    "Stop": [{"hooks": [{"type": "prompt", "prompt": "check"}]}]}}
+put("claude_import", "into-nothing.json", json.dumps(claude_settings))
+put("claude_import", "into-a-block.json", json.dumps(claude_settings) + "\0" +
+    "# mine\nplugins:\n  enabled: [a]\nhooks:\n  pre_tool_call:\n    - command: ./old.sh\n      timeout: 5\n  # note\nhooks_auto_accept: false\n")
+put("claude_import", "into-inline.json", json.dumps(claude_settings) + "\0" + "hooks: {}\n")
+put("claude_import", "odd-shapes.json", json.dumps({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "  "}, {"type": "http"}, {}, 3]}, "x"], "SessionStart": {}}}))
+
 for target in sorted(os.listdir(corpus)):
     print(f"{target}: {len(os.listdir(corpus / target))} seeds")

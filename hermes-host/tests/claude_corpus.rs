@@ -624,6 +624,41 @@ fn a_claude_hook_is_told_the_agents_work_directory_and_runs_where_hermes_started
 }
 
 #[test]
+fn a_command_naming_claude_project_dir_runs_the_work_directorys_script_and_pins_it() {
+    // The canonical project hook of Claude Code's settings: hermes runs commands without a
+    // shell, so the variable is replaced with the agent's work directory before consent.
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let marker = c.home().join("ran.txt");
+    let hooks = c.work().join(".claude/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    Corpus::python_script(
+        &hooks.join("check.py"),
+        &format!(
+            "import sys\nsys.stdin.read()\nopen({:?}, 'a').write('project hook\\n')\n",
+            marker.display().to_string()
+        ),
+    );
+    c.only_hook("'\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.py'");
+    let elsewhere = tempfile::tempdir().unwrap();
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["assistant: listed"]);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "project hook\n");
+    // What was approved is the script in that directory, by its full path.
+    let allowlist = std::fs::read_to_string(c.home().join("shell-hooks-allowlist.json")).unwrap();
+    let approvals: Value = serde_json::from_str(&allowlist).unwrap();
+    let command = approvals["approvals"][0]["command"].as_str().unwrap();
+    assert_eq!(
+        command,
+        format!("\"{}\"/.claude/hooks/check.py", c.work().display()),
+        "{allowlist}"
+    );
+    assert!(
+        approvals["approvals"][0]["script_sha256"].is_string(),
+        "{allowlist}"
+    );
+}
+
+#[test]
 fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_its_namesake() {
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let started_in = tempfile::tempdir().unwrap();

@@ -535,6 +535,67 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
     answer
 }
 
+/// `command` with every `$CLAUDE_PROJECT_DIR` and `${CLAUDE_PROJECT_DIR}` replaced by
+/// `dir`, as the shell Claude Code runs a hook command with would expand it: not inside
+/// single quotes, not after a backslash. The canonical project hook,
+/// `"$CLAUDE_PROJECT_DIR"/.claude/hooks/check.sh`, names its script this way. Hermes
+/// splits a command into words without a shell, so the variable is replaced here, before
+/// consent resolves and pins the script the command names. Inside the replacement, `\` and
+/// `"` are escaped, so that a directory holding them reads back as itself when the command
+/// is split.
+///
+/// ```
+/// use std::path::Path;
+/// use hermes_host::shell::claude::expand_project_dir;
+/// let dir = Path::new("/home/me/proj");
+/// assert_eq!(
+///     expand_project_dir("\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh", dir),
+///     "\"/home/me/proj\"/.claude/hooks/check.sh"
+/// );
+/// assert_eq!(expand_project_dir("${CLAUDE_PROJECT_DIR}/x.py --y", dir), "/home/me/proj/x.py --y");
+/// assert_eq!(expand_project_dir("echo '$CLAUDE_PROJECT_DIR' \\$CLAUDE_PROJECT_DIR", dir), "echo '$CLAUDE_PROJECT_DIR' \\$CLAUDE_PROJECT_DIR");
+/// assert_eq!(expand_project_dir("$CLAUDE_PROJECT_DIRS", dir), "$CLAUDE_PROJECT_DIRS");
+/// ```
+pub fn expand_project_dir(command: &str, dir: &std::path::Path) -> String {
+    const NAME: &str = "CLAUDE_PROJECT_DIR";
+    let value = dir
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    let mut out = String::with_capacity(command.len());
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut rest = command;
+    while let Some(c) = rest.chars().next() {
+        let after = &rest[c.len_utf8()..];
+        if escaped {
+            escaped = false;
+        } else if c == '\\' && !single {
+            escaped = true;
+        } else if c == '\'' && !double {
+            single = !single;
+        } else if c == '"' && !single {
+            double = !double;
+        } else if c == '$' && !single {
+            let braced = after
+                .strip_prefix('{')
+                .and_then(|a| a.strip_prefix(NAME))
+                .and_then(|a| a.strip_prefix('}'));
+            let bare = after
+                .strip_prefix(NAME)
+                .filter(|a| !a.starts_with(|n: char| n.is_ascii_alphanumeric() || n == '_'));
+            if let Some(tail) = braced.or(bare) {
+                out.push_str(&value);
+                rest = tail;
+                continue;
+            }
+        }
+        out.push(c);
+        rest = after;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,8 +57,13 @@ pub struct ShellHookSpec {
     /// The hook event (a name from `hermes_hooks_abi::hooks::names_sorted()`).
     pub event: String,
     /// The command line, stripped of surrounding whitespace; for an HTTP hook, its URL (the
-    /// allowlist, labels and messages name a hook by this text).
+    /// allowlist, labels and messages name a hook by this text). For a `format: claude`
+    /// hook, `$CLAUDE_PROJECT_DIR` in it is already replaced by the project directory (see
+    /// [`ShellHookSpec::set_work_dir`]).
     pub command: String,
+    /// The command line (or URL) as `config.yaml` has it, trimmed: `command` before
+    /// `$CLAUDE_PROJECT_DIR` was replaced.
+    pub written: String,
     /// The tool matcher (tool events only).
     pub matcher: Option<Matcher>,
     /// Seconds, 1 to [`MAX_TIMEOUT_SECS`].
@@ -108,6 +113,7 @@ impl ShellHookSpec {
         ShellHookSpec {
             event: event.to_string(),
             command: command.to_string(),
+            written: command.to_string(),
             matcher: None,
             timeout: DEFAULT_TIMEOUT_SECS,
             fail_closed: false,
@@ -134,6 +140,31 @@ impl ShellHookSpec {
             }),
             ..ShellHookSpec::new(event, url)
         }
+    }
+
+    /// Sets the directory the agent works in (`None`: the process's). A `format: claude`
+    /// command gets `$CLAUDE_PROJECT_DIR` replaced by it, as Claude Code's shell would
+    /// expand it, so that consent resolves, pins and runs the script the command names
+    /// there (see [`crate::shell::claude::expand_project_dir`]).
+    ///
+    /// ```
+    /// use std::path::PathBuf;
+    /// use hermes_host::shell::config::{Format, ShellHookSpec};
+    /// let mut spec = ShellHookSpec::new("pre_tool_call", "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh");
+    /// spec.format = Format::Claude;
+    /// spec.set_work_dir(Some(PathBuf::from("/srv/proj")));
+    /// assert_eq!(spec.command, "\"/srv/proj\"/.claude/hooks/check.sh");
+    /// assert_eq!(spec.written, "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh");
+    /// ```
+    pub fn set_work_dir(&mut self, dir: Option<std::path::PathBuf>) {
+        if self.format == Format::Claude && self.http.is_none() {
+            let project = dir
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_default();
+            self.command = crate::shell::claude::expand_project_dir(&self.written, &project);
+        }
+        self.work_dir = dir;
     }
 
     /// What messages call this hook: `shell hook`, or `HTTP hook` for a `url:` entry.
@@ -393,8 +424,9 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
         None => None,
     };
-    Some(ShellHookSpec {
+    let mut spec = ShellHookSpec {
         event: event.to_string(),
+        written: command.clone(),
         command,
         matcher,
         timeout,
@@ -405,7 +437,11 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         http,
         format,
         work_dir: None,
-    })
+    };
+    // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until
+    // the host says where the agent works.
+    spec.set_work_dir(None);
+    Some(spec)
 }
 
 /// The `url:`, `headers:` and `allowed_env_vars:` of an HTTP hook entry; `None` (with a

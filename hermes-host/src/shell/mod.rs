@@ -36,6 +36,7 @@
 //! ```
 
 pub mod claude;
+pub mod claude_import;
 pub mod config;
 pub mod consent;
 pub mod http;
@@ -139,7 +140,7 @@ pub fn register_from_config_in(
 ) -> ShellReport {
     let mut parsed = config::parse(config);
     for spec in &mut parsed.specs {
-        spec.work_dir = work_dir.map(std::path::Path::to_path_buf);
+        spec.set_work_dir(work_dir.map(std::path::Path::to_path_buf));
     }
     let mut report = ShellReport {
         registered: Vec::new(),

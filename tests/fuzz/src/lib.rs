@@ -21,7 +21,7 @@ use hermes_host::lines::{LineSplitter, Piece};
 use hermes_host::plugins::isolation::wire::{self, Kind};
 use hermes_host::shell::config::{Format, ShellHookSpec};
 use hermes_host::shell::spawn::RunResult;
-use hermes_host::shell::{self, claude, persistent};
+use hermes_host::shell::{self, claude, claude_import, persistent};
 use hermes_host::trust::Policy;
 
 /// The gateway's client protocol lives in the `hermes` binary (it is the server's, not the
@@ -43,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("isolation_frames", isolation_frames),
     ("persistent_lines", persistent_lines),
     ("allowlist", allowlist),
+    ("claude_import", claude_import),
 ];
 
 /// Events a shell answer is read for: the blocking one, the context ones, an observer.
@@ -263,4 +264,58 @@ pub fn clean_scratch() {
     let _ = std::fs::remove_dir_all(
         std::env::temp_dir().join(format!("hermes-fuzz-{}", std::process::id())),
     );
+}
+
+/// `hermes hooks import claude`: a Claude Code settings document, then after the first NUL
+/// byte the `config.yaml` it is imported into. Every hook found is inserted; into an empty
+/// config, each must read back from the YAML exactly as the settings had it (command or
+/// URL, matcher, timeout), whatever characters it holds.
+pub fn claude_import(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (settings, config) = text.split_once('\0').unwrap_or((&text, ""));
+    let Ok(settings) = serde_json::from_str::<serde_json::Value>(settings) else {
+        return;
+    };
+    let (entries, _) = claude_import::entries(&settings);
+    if let (Ok(_), Ok(merged)) = (
+        Config::parse(config),
+        claude_import::insert(config, &entries),
+    ) {
+        let _ = Config::parse(&merged).map(|c| shell::config::parse(&c));
+    }
+    let Ok(fresh) = claude_import::insert("", &entries) else {
+        panic!("an empty config.yaml refused the import");
+    };
+    let parsed = Config::parse(&fresh).unwrap_or_else(|e| panic!("{e}:\n{fresh}"));
+    let mut read = Vec::new();
+    let hooks = parsed.get("hooks").and_then(|h| h.as_mapping());
+    for (event, list) in hooks.into_iter().flatten() {
+        for hook in list.as_sequence().into_iter().flatten() {
+            let field = |key: &str| hook.get(key).and_then(|v| v.as_str()).map(str::to_string);
+            let target = match field("command") {
+                Some(command) => ("command", command),
+                None => ("url", field("url").unwrap_or_default()),
+            };
+            read.push((
+                event.as_str().unwrap_or_default().to_string(),
+                target,
+                field("matcher"),
+                hook.get("timeout").and_then(|v| v.as_u64()),
+            ));
+        }
+    }
+    let mut want: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.event.to_string(),
+                (e.target.0, e.target.1.clone()),
+                e.matcher.clone(),
+                e.timeout,
+            )
+        })
+        .collect();
+    read.sort();
+    want.sort();
+    assert_eq!(read, want, "the import did not read back:\n{fresh}");
 }

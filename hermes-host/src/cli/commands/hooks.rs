@@ -807,7 +807,10 @@ fn allow(
         None => {
             let (specs, _) = specs(settings);
             let mut events: Vec<String> = Vec::new();
-            for spec in specs.iter().filter(|s| s.command == command) {
+            for spec in specs
+                .iter()
+                .filter(|s| s.command == command || s.written == command)
+            {
                 if !events.contains(&spec.event) {
                     events.push(spec.event.clone());
                 }
