@@ -136,20 +136,17 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                     .get("type")
                     .and_then(Value::as_str)
                     .unwrap_or("command");
+                // Trimmed, as config.yaml's parser reads it; blank is missing.
+                let text = |key: &'static str| {
+                    hook.get(key)
+                        .and_then(Value::as_str)
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| (key, t))
+                };
                 let target = match kind {
-                    // Trimmed, as config.yaml's parser reads them; blank is missing.
-                    "command" => hook
-                        .get("command")
-                        .and_then(Value::as_str)
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
-                        .map(|c| ("command", c)),
-                    "http" => hook
-                        .get("url")
-                        .and_then(Value::as_str)
-                        .map(str::trim)
-                        .filter(|u| !u.is_empty())
-                        .map(|u| ("url", u)),
+                    "command" => text("command"),
+                    "http" => text("url"),
                     other => {
                         skipped.push(format!(
                             "{claude_event}: a hook of type {other:?} (only command and http hooks can be imported)"
