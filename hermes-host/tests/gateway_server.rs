@@ -295,7 +295,12 @@ impl TestHome {
 
     fn transcript_files(&self) -> Vec<PathBuf> {
         match std::fs::read_dir(self.path().join("sessions")) {
-            Ok(dir) => dir.flatten().map(|e| e.path()).collect(),
+            // `.spare/` holds empty files made ahead; transcripts are the `.jsonl` files.
+            Ok(dir) => dir
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect(),
             Err(_) => Vec::new(),
         }
     }

@@ -45,6 +45,10 @@ pub struct GatewayLimits {
     /// How long in-flight turns get to finish after SIGINT or SIGTERM
     /// (`gateway.shutdown_grace`, seconds) before they are interrupted.
     pub shutdown_grace: Duration,
+    /// Empty transcript files kept ready in `sessions/.spare/`
+    /// (`gateway.spare_transcripts`; 0: none), so that as many chats can start at once
+    /// without waiting for the filesystem to create their files.
+    pub spare_transcripts: usize,
 }
 
 /// How long a turn waits for one of the `gateway.max_running` places before it runs
@@ -66,6 +70,7 @@ impl Default for GatewayLimits {
             idle_timeout: Duration::from_secs(30),
             write_buffer_bytes: 8 << 20,
             shutdown_grace: Duration::from_secs(10),
+            spare_transcripts: 256,
         }
     }
 }
@@ -143,9 +148,16 @@ impl GatewayLimits {
                         format!("{} s", limits.shutdown_grace.as_secs_f64()),
                     ),
                 },
+                "spare_transcripts" => match count(value, 0, 65_536) {
+                    Some(n) => limits.spare_transcripts = n,
+                    None => bad(
+                        "a whole number from 0 to 65536",
+                        limits.spare_transcripts.to_string(),
+                    ),
+                },
                 other if OTHER_KEYS.contains(&other) => {}
                 other => warnings.push(format!(
-                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, allowed_users); ignoring it"
+                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, spare_transcripts, allowed_users); ignoring it"
                 )),
             }
         }
@@ -188,7 +200,7 @@ mod tests {
     #[test]
     fn each_key_is_read_and_a_bad_one_names_itself_and_the_default() {
         let (limits, warnings) = parse(
-            "gateway:\n  workers: 3\n  max_blocking: 8\n  max_running: 1\n  max_connections: 5\n  max_line_bytes: 4096\n  idle_timeout: 0.5\n  write_buffer_bytes: 65536\n  shutdown_grace: 2\n",
+            "gateway:\n  workers: 3\n  max_blocking: 8\n  max_running: 1\n  max_connections: 5\n  max_line_bytes: 4096\n  idle_timeout: 0.5\n  write_buffer_bytes: 65536\n  shutdown_grace: 2\n  spare_transcripts: 0\n",
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
@@ -204,6 +216,7 @@ mod tests {
         assert_eq!(limits.idle_timeout, Duration::from_millis(500));
         assert_eq!(limits.write_buffer_bytes, 65536);
         assert_eq!(limits.shutdown_grace, Duration::from_secs(2));
+        assert_eq!(limits.spare_transcripts, 0);
 
         let (limits, warnings) = parse(
             "gateway:\n  workers: zero\n  idle_timeout: 0\n  max_conections: 4\n  max_running: 0\n",

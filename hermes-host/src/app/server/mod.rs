@@ -50,6 +50,7 @@ mod commands;
 mod handle;
 mod limits;
 mod sessions;
+mod spare_files;
 mod transcript;
 mod wire;
 
@@ -200,7 +201,13 @@ impl Server {
         log: Arc<dyn GatewayLog>,
     ) -> Server {
         let core = Arc::new(Core {
-            transcripts: TranscriptStore::new(options.sessions_dir.clone()),
+            transcripts: TranscriptStore::new(options.sessions_dir.clone()).with_spares(
+                spare_files::SpareFiles::start(
+                    &options.sessions_dir,
+                    options.limits.spare_transcripts,
+                    log.clone(),
+                ),
+            ),
             router: Router::new(options.limits.write_buffer_bytes, log.clone()),
             chats: sessions::Chats::new(),
             run_job: handle::run,
@@ -303,6 +310,7 @@ impl Server {
             Shutdown::Graceful(grace) => sessions::Close::Within(grace),
         };
         let closed = sessions::close_all(&self.core, close);
+        self.core.transcripts.stop_spares();
         let unflushed_connections = self.core.router.close(deadline.min(Duration::from_secs(5)));
         let hooks = self
             .core

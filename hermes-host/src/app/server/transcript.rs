@@ -13,17 +13,33 @@
 //! lookup), and a gateway under load writes two or more lines per answer. The file is not
 //! kept open between turns, so the descriptor table does not grow with the number of
 //! chats; every process a hook spawns copies that table.
+//!
+//! A gateway gives its store [`SpareFiles`]: a new transcript is then an empty file made
+//! ahead of time and renamed into place, rather than created while the chat waits.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::spare_files::SpareFiles;
+
 /// Appends entries to session transcripts under one directory.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TranscriptStore {
     dir: PathBuf,
+    spares: Option<Arc<SpareFiles>>,
+}
+
+impl std::fmt::Debug for TranscriptStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptStore")
+            .field("dir", &self.dir)
+            .field("spares", &self.spares.is_some())
+            .finish()
+    }
 }
 
 /// Why an entry could not be appended.
@@ -64,7 +80,23 @@ impl std::error::Error for TranscriptError {
 impl TranscriptStore {
     /// A store writing under `dir` (created on the first append).
     pub fn new(dir: impl Into<PathBuf>) -> TranscriptStore {
-        TranscriptStore { dir: dir.into() }
+        TranscriptStore {
+            dir: dir.into(),
+            spares: None,
+        }
+    }
+
+    /// The same store, making new transcripts from `spares` while it has some.
+    pub(crate) fn with_spares(mut self, spares: Option<Arc<SpareFiles>>) -> TranscriptStore {
+        self.spares = spares;
+        self
+    }
+
+    /// Stops making spares (at shutdown); the store keeps working without them.
+    pub(crate) fn stop_spares(&self) {
+        if let Some(spares) = &self.spares {
+            spares.stop();
+        }
     }
 
     /// `<dir>/<session_id>.jsonl`.
@@ -99,6 +131,16 @@ impl TranscriptStore {
     /// A bad session id, or the IO error of creating the directory or opening the file.
     pub fn open(&self, session_id: &str) -> Result<OpenTranscript, TranscriptError> {
         let path = self.path_of(session_id)?;
+        if let Some(spares) = &self.spares {
+            // Only a missing transcript takes a spare; finding out costs a failed lookup.
+            match OpenOptions::new().append(true).open(&path) {
+                Ok(file) => return Ok(OpenTranscript { path, file }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    spares.place(&path);
+                }
+                Err(source) => return Err(TranscriptError::Io { path, source }),
+            }
+        }
         let open = || OpenOptions::new().create(true).append(true).open(&path);
         let file = match open() {
             Ok(file) => Ok(file),
