@@ -21,7 +21,7 @@
 //! once per process.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
@@ -130,10 +130,17 @@ static TICKS: AtomicU64 = AtomicU64::new(0);
 /// The coarse clock's period.
 pub const TICK: Duration = Duration::from_millis(10);
 
-/// A firing began since the ticker last looked (a plain store per firing).
-static BUSY: AtomicBool = AtomicBool::new(false);
+/// What the ticker needs to know of the firings, in one byte: [`BUSY`] and [`PARKED`].
+///
+/// A firing loads it and stores only when it is not exactly [`BUSY`]: once per tick, not
+/// once per firing. A store per firing made every firing thread take the line away from
+/// the others (two turn threads firing `pre_tool_call` at once), and used a store slot on
+/// the hottest path for a flag that was already set.
+static TICKER_STATE: AtomicU8 = AtomicU8::new(0);
+/// A firing began since the ticker last looked.
+const BUSY: u8 = 1;
 /// The ticker is parked: the next firing must wake it.
-static PARKED: AtomicBool = AtomicBool::new(false);
+const PARKED: u8 = 2;
 /// The ticker thread, for waking it.
 static TICKER: std::sync::OnceLock<std::thread::Thread> = std::sync::OnceLock::new();
 
@@ -149,7 +156,8 @@ fn tick() {
         let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
         let slow = SLOW_TICKS.load(Ordering::Relaxed);
         let running = watch_slots(&mut watches, now, slow, report_slow);
-        if BUSY.swap(false, Ordering::Relaxed) || running {
+        let busy = TICKER_STATE.fetch_and(!BUSY, Ordering::Relaxed) & BUSY != 0;
+        if busy || running {
             quiet = 0;
             continue;
         }
@@ -157,11 +165,13 @@ fn tick() {
         if quiet < 1000 / TICK.as_millis() as u64 {
             continue;
         }
-        PARKED.store(true, Ordering::SeqCst);
-        if !BUSY.load(Ordering::SeqCst) {
+        // Parks only if no firing began since the look above: a firing after this sees
+        // PARKED and wakes the ticker.
+        let parked = TICKER_STATE.compare_exchange(0, PARKED, Ordering::SeqCst, Ordering::SeqCst);
+        if parked.is_ok() {
             std::thread::park();
         }
-        PARKED.store(false, Ordering::SeqCst);
+        TICKER_STATE.fetch_and(!PARKED, Ordering::SeqCst);
         quiet = 0;
     }
 }
@@ -222,9 +232,14 @@ fn watch_slots(
     running
 }
 
+/// A firing found the state other than [`BUSY`]: marks it busy, and wakes the ticker if
+/// it was parked.
 #[cold]
-fn wake_ticker() {
-    PARKED.store(false, Ordering::Relaxed);
+#[inline(never)]
+fn note_busy() {
+    if TICKER_STATE.swap(BUSY, Ordering::SeqCst) & PARKED == 0 {
+        return;
+    }
     if let Some(ticker) = TICKER.get() {
         ticker.unpark();
     }
@@ -269,9 +284,8 @@ impl Firing {
             // SAFETY: slots are leaked; SLOT is null or points at this thread's slot.
             unsafe { &*slot }
         };
-        BUSY.store(true, Ordering::Relaxed);
-        if PARKED.load(Ordering::Relaxed) {
-            wake_ticker();
+        if TICKER_STATE.load(Ordering::Relaxed) != BUSY {
+            note_busy();
         }
         Firing {
             slot,

@@ -2,7 +2,9 @@
 //!
 //! `pre_tool_call` to 0, 1 and 10 native callbacks (the `noop` test plugin, built from
 //! source in release mode), beside the same number of no-op closures in a plain `Vec<Box<dyn Fn>>` loop,
-//! in the same run; and loading 20 plugins from fresh copies of a library.
+//! in the same run, and beside that loop handed the payload as the plugin interface lays
+//! it out (named fields and a view, built per firing); and loading 20 plugins from fresh
+//! copies of a library.
 //!
 //! Run: `cargo bench -p hermes-tests --bench dispatch`
 
@@ -13,6 +15,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use hermes_hooks_abi::core::{EventView, no_host_calls};
 use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
 use hermes_hooks_abi::sdk::ToolDecision;
 use hermes_host::registry::Registry;
@@ -45,6 +48,23 @@ fn native_registry(home: &TestHome, callbacks: usize, read_field: bool) -> Regis
 
 type PlainHook = Box<dyn Fn(&PreToolCallEvent<'_>) -> ToolDecision + Send + Sync>;
 
+type ViewHook = Box<dyn Fn(&EventView<'_>) -> ToolDecision + Send + Sync>;
+
+/// The plain loop, handed the payload the way the plugin interface must hand it: the
+/// fields laid out by name and a view over them, built per firing. What this costs over
+/// [`plain_dispatch`] is the interface's floor, not the registry's.
+fn plain_dispatch_over_a_view(hooks: &[ViewHook], event: &PreToolCallEvent<'_>) -> Option<String> {
+    let fields = event.fields();
+    let view = EventView::new(PreToolCallEvent::HOOK, &fields, no_host_calls());
+    let mut blocked = None;
+    for hook in hooks {
+        if let ToolDecision::Block(message) = hook(&view) {
+            blocked.get_or_insert(message);
+        }
+    }
+    blocked
+}
+
 /// The baseline: the same aggregation (first block wins) over plain Rust closures.
 fn plain_dispatch(hooks: &[PlainHook], event: &PreToolCallEvent<'_>) -> Option<String> {
     let mut blocked = None;
@@ -70,6 +90,32 @@ fn dispatch(c: &mut Criterion) {
             .collect();
         group.bench_with_input(BenchmarkId::new("plain_rust_loop", n), &n, |b, _| {
             b.iter(|| black_box(plain_dispatch(&plain, black_box(&ev))))
+        });
+        let over_view: Vec<ViewHook> = (0..n)
+            .map(|_| -> ViewHook { Box::new(|_v| ToolDecision::Continue) })
+            .collect();
+        group.bench_with_input(
+            BenchmarkId::new("plain_rust_loop_over_the_payload_view", n),
+            &n,
+            |b, _| b.iter(|| black_box(plain_dispatch_over_a_view(&over_view, black_box(&ev)))),
+        );
+    }
+    // One callback while another thread fires the same hook without pause, as two turn
+    // threads of a gateway do: what the firings share (the watchdog's state) shows here.
+    {
+        let home = TestHome::new();
+        let registry = native_registry(&home, 1, false);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    black_box(registry.pre_tool_call(black_box(&ev)));
+                }
+            });
+            group.bench_function("native_plugin_beside_another_firing_thread/1", |b| {
+                b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
+            });
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
     }
     // The same ten callbacks, each reading one field: by name through the view for the
