@@ -659,6 +659,51 @@ fn a_command_naming_claude_project_dir_runs_the_work_directorys_script_and_pins_
 }
 
 #[test]
+fn a_command_written_for_a_shell_runs_through_one_as_claude_code_runs_it() {
+    // A pipe, `&&`, a redirection and `exit`: split into words without a shell, `cat`
+    // would look for files named `|` and `grep`, fail, and the call would go through.
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let marker = c.home().join("project-dir.txt");
+    c.only_hook(&format!(
+        "'cat | grep -q Bash && echo \"$CLAUDE_PROJECT_DIR\" > {} && echo piped-block >&2 && exit 2'",
+        marker.display()
+    ));
+    let elsewhere = tempfile::tempdir().unwrap();
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["piped-block"]);
+    // The shell saw the project directory, replaced at registration.
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().trim_end(),
+        c.work().display().to_string()
+    );
+}
+
+#[test]
+fn hooks_list_says_which_commands_run_through_a_shell_and_keeps_each_on_one_line() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    std::fs::write(
+        c.home().join("config.yaml"),
+        "hooks:\n  pre_tool_call:\n    - command: \"make lint\\nmake test\"\n      format: claude\n    - command: ./guard.sh --strict\n      format: claude\n",
+    )
+    .unwrap();
+    let listed = Ran(c.hermes_from(c.home(), &["hooks", "list"]));
+    let stdout = listed.stdout();
+    let shell = stdout
+        .lines()
+        .find(|l| l.contains("make lint"))
+        .unwrap_or_else(|| panic!("no entry for the multi-line command{}", listed.describe()));
+    assert!(
+        shell.contains("make lint\\nmake test") && shell.contains("format=claude, through "),
+        "{shell}"
+    );
+    let plain = stdout.lines().find(|l| l.contains("guard.sh")).unwrap();
+    assert!(
+        plain.contains("format=claude,") && !plain.contains("through"),
+        "{plain}"
+    );
+}
+
+#[test]
 fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_its_namesake() {
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let started_in = tempfile::tempdir().unwrap();

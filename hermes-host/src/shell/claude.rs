@@ -535,6 +535,69 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
     answer
 }
 
+/// Whether `command` needs a shell to mean what it says: an operator (`|`, `&`, `;`, `<`,
+/// `>`, `(`, `)`), a line break, a glob (`*`, `?`, `[`) or an expansion (`$`, a backquote)
+/// outside single quotes and not escaped (inside double quotes only `$` and the backquote
+/// count, as in a shell). Claude Code runs every hook command through a shell, and
+/// published hooks rely on it (`jq -r '.tool_input.file_path' | xargs prettier --write`);
+/// Hermes runs a `format: claude` command through one only when it needs it, since a
+/// shell costs a process start, and runs the others as words, as it runs its own hooks.
+///
+/// ```
+/// use hermes_host::shell::claude::needs_shell;
+/// assert!(needs_shell("jq -r '.tool_input.file_path' | xargs prettier --write"));
+/// assert!(needs_shell("make lint && make test"));
+/// assert!(needs_shell("echo \"$HOME\""));
+/// assert!(!needs_shell("\"/home/me/proj\"/.claude/hooks/check.sh --strict"));
+/// assert!(!needs_shell("python3 -c 'import sys; print(sys.stdin.read())'"));
+/// assert!(!needs_shell("echo a\\|b"));
+/// ```
+pub fn needs_shell(command: &str) -> bool {
+    #[derive(PartialEq)]
+    enum In {
+        Plain,
+        Single,
+        Double,
+    }
+    let mut state = In::Plain;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match (&state, c) {
+            (In::Plain | In::Double, '\\') => {
+                chars.next();
+            }
+            (In::Plain, '\'') => state = In::Single,
+            (In::Single, '\'') => state = In::Plain,
+            (In::Plain, '"') => state = In::Double,
+            (In::Double, '"') => state = In::Plain,
+            (In::Plain | In::Double, '$' | '`') => return true,
+            (In::Plain, '|' | '&' | ';' | '<' | '>' | '(' | ')' | '\n' | '*' | '?' | '[') => {
+                return true;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The shell a `format: claude` command that [`needs_shell`] runs through: `bash`, which
+/// Claude Code uses, when it is on `PATH`, else `/bin/sh`. Looked up once per process.
+pub fn shell() -> &'static str {
+    static SHELL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        let on_path = std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("bash"))
+                .find(|bash| {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    std::fs::metadata(bash)
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                })
+        });
+        on_path.map_or_else(|| "/bin/sh".to_string(), |bash| bash.display().to_string())
+    })
+}
+
 /// `command` with every `$CLAUDE_PROJECT_DIR` and `${CLAUDE_PROJECT_DIR}` replaced by
 /// `dir`, as the shell Claude Code runs a hook command with would expand it: not inside
 /// single quotes, not after a backslash. The canonical project hook,

@@ -804,6 +804,15 @@ fn run_claude(
         // Run from hermes's own directory even when the agent works elsewhere: consent
         // pinned the script that relative paths name from here, and a hook started in the
         // work directory could run another file of the same name.
+        // Claude Code runs every command through a shell; one with pipes, `&&` or
+        // variables needs it to mean what it says.
+        (None, _) if claude::needs_shell(&spec.command) => spawn::run_in_shell(
+            claude::shell(),
+            &spec.command,
+            stdin.as_bytes(),
+            timeout,
+            &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+        ),
         (None, _) => spawn::run_with_env(
             &spec.command,
             stdin.as_bytes(),

@@ -253,10 +253,40 @@ pub fn run_with_env(
     env: &[(&str, &str)],
 ) -> RunResult {
     let started = Instant::now();
-    let argv = match argv(command) {
-        Ok(argv) => argv,
-        Err(error) => return RunResult::failed(error, started),
-    };
+    match argv(command) {
+        Ok(argv) => run_argv(&argv, stdin, timeout, env, started),
+        Err(error) => RunResult::failed(error, started),
+    }
+}
+
+/// [`run_with_env`] of `script` through `shell` (`shell -c script`): for a command written
+/// for a shell, with pipes or `&&` (a `format: claude` hook, see
+/// [`crate::shell::claude::needs_shell`]). The shell runs in its own process group like
+/// any hook, so a timeout kills the whole pipeline.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let r = hermes_host::shell::spawn::run_in_shell("/bin/sh", "tr a-z A-Z | rev", b"abc", Duration::from_secs(5), &[]);
+/// assert_eq!(r.stdout, "CBA\n");
+/// ```
+pub fn run_in_shell(
+    shell: &str,
+    script: &str,
+    stdin: &[u8],
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> RunResult {
+    let argv = [shell.to_string(), "-c".to_string(), script.to_string()];
+    run_argv(&argv, stdin, timeout, env, Instant::now())
+}
+
+fn run_argv(
+    argv: &[String],
+    stdin: &[u8],
+    timeout: Duration,
+    env: &[(&str, &str)],
+    started: Instant,
+) -> RunResult {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.envs(env.iter().copied());

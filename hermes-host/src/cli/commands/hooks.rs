@@ -158,6 +158,7 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                     "command": spec.command,
                     "type": if spec.http.is_some() { "http" } else { "command" },
                     "format": if spec.format == shell::config::Format::Claude { "claude" } else { "hermes" },
+                    "shell": through_shell(spec),
                     "url": spec.http.as_ref().map(|h| h.url.as_str()),
                     "headers": spec.http.as_ref().map(|h| h.headers.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()),
                     "matcher": spec.matcher.as_ref().map(|m| m.as_str()),
@@ -204,14 +205,17 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                 .map(|m| format!(" matcher={}", repr_str(m.as_str())))
                 .unwrap_or_default();
             let kind = if spec.http.is_some() { "POST " } else { "" };
-            let format = if spec.format == shell::config::Format::Claude {
-                ", format=claude"
-            } else {
-                ""
+            let format = match (spec.format, through_shell(spec)) {
+                (shell::config::Format::Claude, Some(sh)) => {
+                    format!(", format=claude, through {sh}")
+                }
+                (shell::config::Format::Claude, None) => ", format=claude".to_string(),
+                _ => String::new(),
             };
             println!(
                 "    - {kind}{}{matcher} (timeout={}s{format}, {status})",
-                spec.command, spec.timeout
+                one_line(&spec.command),
+                spec.timeout
             );
             let Some(entry) = entry else { continue };
             if let Some(approved_at) = entry.approved_at.as_deref().filter(|a| !a.is_empty()) {
@@ -232,6 +236,27 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         println!();
     }
     Ok(ExitStatus::Success)
+}
+
+/// The shell a `format: claude` command runs through, when it needs one.
+fn through_shell(spec: &shell::ShellHookSpec) -> Option<&'static str> {
+    let claude = spec.format == shell::config::Format::Claude && spec.http.is_none();
+    (claude && shell::claude::needs_shell(&spec.command)).then(shell::claude::shell)
+}
+
+/// `text` on one line: line breaks and other control characters escaped (`\n`), so that a
+/// multi-line command stays one entry of the listing.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 fn unknown_event(event: &str) {
