@@ -210,6 +210,9 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(limits.workers)
+        // Nothing of the gateway's runs on tokio's own blocking pool (turns run on the
+        // `RunPool`); bounded all the same, so that a later use of it cannot grow the
+        // thread count with the load.
         .max_blocking_threads(limits.max_blocking)
         .thread_name("gateway")
         .enable_all()
