@@ -536,9 +536,10 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
 }
 
 /// Whether `command` needs a shell to mean what it says: an operator (`|`, `&`, `;`, `<`,
-/// `>`, `(`, `)`), a line break, a glob (`*`, `?`, `[`) or an expansion (`$`, a backquote)
-/// outside single quotes and not escaped (inside double quotes only `$` and the backquote
-/// count, as in a shell). Claude Code runs every hook command through a shell, and
+/// `>`, `(`, `)`), a line break, a glob (`*`, `?`, `[`), an expansion (`$`, a backquote),
+/// or a word starting with `~` (after the first) or `#` (a comment), outside single quotes
+/// and not escaped (inside double quotes only `$` and the backquote count, as in a
+/// shell). Claude Code runs every hook command through a shell, and
 /// published hooks rely on it (`jq -r '.tool_input.file_path' | xargs prettier --write`);
 /// Hermes runs a `format: claude` command through one only when it needs it, since a
 /// shell costs a process start, and runs the others as words, as it runs its own hooks.
@@ -551,6 +552,9 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
 /// assert!(!needs_shell("\"/home/me/proj\"/.claude/hooks/check.sh --strict"));
 /// assert!(!needs_shell("python3 -c 'import sys; print(sys.stdin.read())'"));
 /// assert!(!needs_shell("echo a\\|b"));
+/// assert!(needs_shell("python3 ~/hooks/guard.py"));
+/// assert!(!needs_shell("~/hooks/guard.sh --x a~b"));
+/// assert!(needs_shell("./guard.sh # the project's guard"));
 /// ```
 pub fn needs_shell(command: &str) -> bool {
     #[derive(PartialEq)]
@@ -561,7 +565,18 @@ pub fn needs_shell(command: &str) -> bool {
     }
     let mut state = In::Plain;
     let mut chars = command.chars();
+    // Whether the next character starts a word, and whether a word was seen: Hermes
+    // expands a `~` that starts the command itself, a shell one that starts any word.
+    let (mut word_start, mut first_word) = (true, true);
     while let Some(c) = chars.next() {
+        let starts_word =
+            std::mem::replace(&mut word_start, state == In::Plain && c.is_whitespace());
+        if starts_word && !c.is_whitespace() {
+            if c == '#' || (c == '~' && !first_word) {
+                return true;
+            }
+            first_word = false;
+        }
         match (&state, c) {
             (In::Plain | In::Double, '\\') => {
                 chars.next();
