@@ -704,6 +704,40 @@ fn hooks_list_says_which_commands_run_through_a_shell_and_keeps_each_on_one_line
 }
 
 #[test]
+fn hooks_allow_and_revoke_by_the_written_command_act_on_the_command_as_it_runs() {
+    // The user copies the command from config.yaml; consent looks it up with the project
+    // directory filled in, so that is what `allow` must record and `revoke` remove.
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let hooks = c.work().join(".claude/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    Corpus::python_script(&hooks.join("check.py"), "import sys\nsys.stdin.read()\n");
+    c.only_hook("'\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.py'");
+    let written = "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.py";
+    let allowlist = c.home().join("shell-hooks-allowlist.json");
+    let approved = || -> Vec<String> {
+        let text = std::fs::read_to_string(&allowlist).unwrap_or_else(|_| "{}".into());
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        doc["approvals"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["command"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let allowed = Ran(c.hermes_from(c.work(), &["hooks", "allow", written]));
+    assert!(allowed.0.status.success(), "{}", allowed.describe());
+    assert_eq!(
+        approved(),
+        vec![format!("\"{}\"/.claude/hooks/check.py", c.work().display())]
+    );
+    let revoked = Ran(c.hermes_from(c.work(), &["hooks", "revoke", written]));
+    assert!(revoked.0.status.success(), "{}", revoked.describe());
+    assert_eq!(approved(), Vec::<String>::new());
+}
+
+#[test]
 fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_its_namesake() {
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let started_in = tempfile::tempdir().unwrap();

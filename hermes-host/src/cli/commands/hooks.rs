@@ -568,7 +568,17 @@ fn print_run_result(run: &RunResult, evaluation: &Evaluation) {
 }
 
 fn revoke(settings: &Settings, command: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let removed = Allowlist::new(&settings.home).revoke(command)?;
+    let allowlist = Allowlist::new(&settings.home);
+    let mut removed = allowlist.revoke(command)?;
+    // The approval of a `format: claude` command named as config.yaml writes it is under
+    // the command as it runs (see `allow`).
+    let (specs, _) = specs(settings);
+    if let Some(spec) = specs
+        .iter()
+        .find(|s| s.written == command && s.command != command)
+    {
+        removed += allowlist.revoke(&spec.command)?;
+    }
     if as_json {
         return print_json(&json!({ "command": command, "removed": removed }));
     }
@@ -815,6 +825,7 @@ fn allow(
 ) -> anyhow::Result<ExitStatus> {
     let allowlist = Allowlist::new(&settings.home);
     let config_path = settings.home.config_path();
+    let (specs, _) = specs(settings);
     let events: Vec<String> = match event {
         Some(event) => {
             if hermes_hooks_abi::hooks::spec(event).is_none() {
@@ -830,7 +841,6 @@ fn allow(
             vec![event.to_string()]
         }
         None => {
-            let (specs, _) = specs(settings);
             let mut events: Vec<String> = Vec::new();
             for spec in specs
                 .iter()
@@ -855,6 +865,12 @@ fn allow(
             events
         }
     };
+    // A `format: claude` command named as config.yaml writes it is approved as it runs,
+    // with `$CLAUDE_PROJECT_DIR` filled in: that is what consent looks up.
+    let command = specs
+        .iter()
+        .find(|s| s.written == command)
+        .map_or(command, |s| s.command.as_str());
     let current = script::sha256(command);
     let mut approved = Vec::new();
     let mut already = Vec::new();
