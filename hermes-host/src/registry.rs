@@ -81,7 +81,12 @@ pub trait ExternalHook: Send + Sync {
 pub struct Subprocess {
     /// The command line, as configured.
     pub command: String,
-    /// What it reads on stdin.
+    /// What the hook executes: the command's words, or a shell, `-c` and the command for a
+    /// `format: claude` command written for a shell.
+    pub argv: Vec<String>,
+    /// Variables the hook adds to the environment (`CLAUDE_PROJECT_DIR`).
+    pub env: Vec<(String, String)>,
+    /// What it reads on stdin, in the hook's own format.
     pub stdin: String,
     /// The hook's timeout.
     pub timeout: Duration,

@@ -420,3 +420,39 @@ fn ctrl_c_prints_what_was_measured_and_exits_130() {
     );
     assert!(stdout.contains("shell_hook[pre_tool_call:"), "{stdout}");
 }
+
+#[test]
+fn a_claude_command_written_for_a_shell_is_spawned_bare_through_the_same_shell() {
+    // The bare spawn must run what the hook runs: through a shell, with Claude's payload
+    // and CLAUDE_PROJECT_DIR. Split into words, `cat` would get `>` and `&&` as files and
+    // fail at once.
+    let home = TestHome::new();
+    let command = r#"grep -q '"hook_event_name":"PreToolUse"' && test -n "$CLAUDE_PROJECT_DIR" && sleep 0.02"#;
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - command: '{}'\n      format: claude\n",
+        command.replace('\'', "''")
+    ));
+    home.hermes(&["hooks", "allow", command], &[])
+        .expect_code(0);
+    let run = home.hermes(
+        &[
+            "bench",
+            "pre_tool_call",
+            "--iterations",
+            "4",
+            "--warmup",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    run.expect_code(0);
+    let doc = json_of(&run);
+    let hook = row(&doc, "shell", "callback");
+    assert_eq!(hook["errors"].as_u64(), Some(0), "{hook:#}");
+    assert!(hook["p50_ns"].as_u64().unwrap() >= 20_000_000, "{hook:#}");
+    assert!(
+        hook["bare_p50_ns"].as_u64().unwrap() >= 20_000_000,
+        "{hook:#}"
+    );
+}

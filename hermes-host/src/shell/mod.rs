@@ -581,10 +581,30 @@ impl ExternalHook for ShellHook {
         if self.spec.persistent || self.spec.http.is_some() {
             return None;
         }
+        let spec = &self.spec;
+        let kwargs = wire::kwargs_from_view(event, true);
+        let (argv, env, stdin) = if spec.format == config::Format::Claude {
+            let (cwd, stdin) = claude_input(spec, &kwargs);
+            let argv = if claude::needs_shell(&spec.command) {
+                vec![
+                    claude::shell().to_string(),
+                    "-c".into(),
+                    spec.command.clone(),
+                ]
+            } else {
+                spawn::argv(&spec.command).ok()?
+            };
+            (argv, vec![("CLAUDE_PROJECT_DIR".to_string(), cwd)], stdin)
+        } else {
+            let stdin = wire::serialize_payload(&spec.event, &kwargs);
+            (spawn::argv(&spec.command).ok()?, Vec::new(), stdin)
+        };
         Some(Subprocess {
-            command: self.spec.command.clone(),
-            stdin: wire::serialize_payload(&self.spec.event, &wire::kwargs_from_view(event, true)),
-            timeout: Duration::from_secs(self.spec.timeout),
+            command: spec.command.clone(),
+            argv,
+            env,
+            stdin,
+            timeout: Duration::from_secs(spec.timeout),
         })
     }
 
@@ -774,29 +794,7 @@ fn run_claude(
     kwargs: &Map<String, Value>,
     client: Option<&http::Client>,
 ) -> (RunResult, Evaluation) {
-    let cwd = match &spec.work_dir {
-        Some(dir) => dir.display().to_string(),
-        None => std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-    };
-    let transcript_path = kwargs
-        .get("session_id")
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .and_then(|id| {
-            let home = std::env::var_os("HERMES_HOME")?;
-            let path = PathBuf::from(home)
-                .join("sessions")
-                .join(format!("{id}.jsonl"));
-            path.is_file().then(|| path.display().to_string())
-        });
-    let context = claude::Context {
-        cwd: cwd.clone(),
-        transcript_path,
-        permission_mode: "default".into(),
-    };
-    let stdin = claude::payload(&spec.event, kwargs, &context).to_string();
+    let (cwd, stdin) = claude_input(spec, kwargs);
     let timeout = Duration::from_secs(spec.timeout);
     let run = match (&spec.http, client) {
         (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
@@ -846,6 +844,35 @@ fn run_claude(
     evaluation.stop = answer.stop;
     evaluation.decision = answer.decision.or_else(|| fail_closed_claude(spec, &run));
     (run, evaluation)
+}
+
+/// What a `format: claude` hook is given: the project directory (its payload's `cwd` and
+/// `CLAUDE_PROJECT_DIR`) and Claude's payload for `kwargs`.
+fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, String) {
+    let cwd = match &spec.work_dir {
+        Some(dir) => dir.display().to_string(),
+        None => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    };
+    let transcript_path = kwargs
+        .get("session_id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .and_then(|id| {
+            let home = std::env::var_os("HERMES_HOME")?;
+            let path = PathBuf::from(home)
+                .join("sessions")
+                .join(format!("{id}.jsonl"));
+            path.is_file().then(|| path.display().to_string())
+        });
+    let context = claude::Context {
+        cwd: cwd.clone(),
+        transcript_path,
+        permission_mode: "default".into(),
+    };
+    let stdin = claude::payload(&spec.event, kwargs, &context).to_string();
+    (cwd, stdin)
 }
 
 /// A `fail_closed` Claude-format hook that failed without deciding blocks, as any hook.

@@ -378,7 +378,7 @@ pub fn run(
                     };
                     match ext.subprocess(&view0) {
                         Some(sub) => {
-                            let bare = |_| bare_spawn(&sub.command, &sub.stdin);
+                            let bare = |_| bare_spawn(&sub);
                             let (series, bare) =
                                 measure::measure_pair(&fire, &bare, &plan.budget, stop);
                             Row {
@@ -491,13 +491,18 @@ fn row_all(event: &str, hook: &str, series: Series) -> Row {
     }
 }
 
-/// The command spawned as a plain program would: no host, the same argv and stdin, and no
-/// supervision (a hook past its timeout is already an error in the hook's own row).
-fn bare_spawn(command: &str, stdin: &str) -> Fired {
+/// The command spawned as a plain program would: no host, the same argv, environment and
+/// stdin, and no supervision (a hook past its timeout is already an error in the hook's own
+/// row).
+fn bare_spawn(sub: &hermes_host::registry::Subprocess) -> Fired {
     use std::io::Write as _;
-    let argv = hermes_host::shell::spawn::argv(command)?;
-    let mut cmd = std::process::Command::new(&argv[0]);
+    let (argv, stdin) = (&sub.argv, &sub.stdin);
+    let Some(program) = argv.first() else {
+        return Err(format!("{}: empty command", sub.command));
+    };
+    let mut cmd = std::process::Command::new(program);
     cmd.args(&argv[1..])
+        .envs(sub.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
