@@ -595,6 +595,40 @@ pub fn needs_shell(command: &str) -> bool {
     false
 }
 
+/// The relative script a command written for a shell names after changing directory
+/// (`cd tools && ./check.sh`), if any. Consent pins the script word of a command as found
+/// from the directory hermes starts in, so for such a command it pins a file other than
+/// the one the shell runs; the caller warns. The test is on the text (a `cd` or `pushd`
+/// starting any part between `;`, `&`, `|`, `(` and line breaks), good enough for a
+/// warning.
+///
+/// ```
+/// use hermes_host::shell::claude::script_after_cd;
+/// assert_eq!(script_after_cd("cd tools && ./check.sh --strict").as_deref(), Some("./check.sh"));
+/// assert_eq!(script_after_cd("cd /srv/app && /srv/app/check.sh"), None);
+/// assert_eq!(script_after_cd("./check.sh && cd .."), Some("./check.sh".to_string()));
+/// assert_eq!(script_after_cd("make lint && make test"), None);
+/// ```
+pub fn script_after_cd(command: &str) -> Option<String> {
+    if !needs_shell(command) {
+        return None;
+    }
+    let changes_dir = command
+        .split([';', '&', '|', '(', '\n'])
+        .map(str::trim_start)
+        .any(|part| {
+            let first = part.split_whitespace().next().unwrap_or_default();
+            first == "cd" || first == "pushd"
+        });
+    if !changes_dir {
+        return None;
+    }
+    let script = super::script::script_path(command);
+    let relative = !script.starts_with('/') && !script.starts_with('~');
+    let names_a_file = script.contains('/') || script.contains('.');
+    (relative && names_a_file && script != "cd" && script != "pushd").then_some(script)
+}
+
 /// The shell a `format: claude` command that [`needs_shell`] runs through: `bash`, which
 /// Claude Code uses, when it is on `PATH`, else `/bin/sh`. Looked up once per process.
 pub fn shell() -> &'static str {

@@ -441,6 +441,16 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
     // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until
     // the host says where the agent works.
     spec.set_work_dir(None);
+    if spec.format == Format::Claude && spec.http.is_none() {
+        if let Some(script) = crate::shell::claude::script_after_cd(&spec.command) {
+            out.warn(format!(
+                "hooks.{event}[{i}]: the command changes directory before it runs {script}, but \
+                 consent pins {script} as found from the directory hermes starts in, not the \
+                 file the command runs; name the script by an absolute path, or as \
+                 \"$CLAUDE_PROJECT_DIR\"/..."
+            ));
+        }
+    }
     Some(spec)
 }
 
@@ -671,6 +681,27 @@ mod tests {
 
     fn one_entry(entry: &str) -> ParsedHooks {
         parse_yaml(&format!("hooks:\n  pre_tool_call:\n    - {entry}\n"))
+    }
+
+    #[test]
+    fn a_claude_command_that_changes_directory_before_a_relative_script_is_warned_about() {
+        let parsed = one_entry("{command: 'cd tools && ./check.sh', format: claude}");
+        assert_eq!(parsed.specs.len(), 1, "the hook is still registered");
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        assert!(
+            parsed.warnings[0].starts_with(
+                "hooks.pre_tool_call[0]: the command changes directory before it runs ./check.sh"
+            ) && parsed.warnings[0].contains("$CLAUDE_PROJECT_DIR"),
+            "{}",
+            parsed.warnings[0]
+        );
+        // Hermes's own format runs no shell, and a script named absolutely is pinned right.
+        for quiet in [
+            "{command: 'cd tools && ./check.sh'}",
+            "{command: 'cd tools && \"$CLAUDE_PROJECT_DIR\"/check.sh', format: claude}",
+        ] {
+            assert_eq!(one_entry(quiet).warnings, Vec::<String>::new(), "{quiet}");
+        }
     }
 
     #[test]
