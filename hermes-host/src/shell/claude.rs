@@ -629,6 +629,26 @@ pub fn script_after_cd(command: &str) -> Option<String> {
     (relative && names_a_file && script != "cd" && script != "pushd").then_some(script)
 }
 
+/// The argv a `format: claude` command runs as: `[shell(), "-c", command]` when it
+/// [`needs_shell`], else its words, as Hermes runs its own hooks.
+///
+/// # Errors
+///
+/// The words' error ([`super::spawn::argv`]): an unbalanced quote, or no word.
+///
+/// ```
+/// use hermes_host::shell::claude::{argv, shell};
+/// assert_eq!(argv("./check.sh --strict").unwrap(), ["./check.sh", "--strict"]);
+/// assert_eq!(argv("make lint && make test").unwrap(), [shell(), "-c", "make lint && make test"]);
+/// ```
+pub fn argv(command: &str) -> Result<Vec<String>, String> {
+    if needs_shell(command) {
+        Ok(vec![shell().to_string(), "-c".into(), command.to_string()])
+    } else {
+        super::spawn::argv(command)
+    }
+}
+
 /// The shell a `format: claude` command that [`needs_shell`] runs through: `bash`, which
 /// Claude Code uses, when it is on `PATH`, else `/bin/sh`. Looked up once per process.
 pub fn shell() -> &'static str {

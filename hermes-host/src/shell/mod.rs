@@ -585,15 +585,7 @@ impl ExternalHook for ShellHook {
         let kwargs = wire::kwargs_from_view(event, true);
         let (argv, env, stdin) = if spec.format == config::Format::Claude {
             let (cwd, stdin) = claude_input(spec, &kwargs);
-            let argv = if claude::needs_shell(&spec.command) {
-                vec![
-                    claude::shell().to_string(),
-                    "-c".into(),
-                    spec.command.clone(),
-                ]
-            } else {
-                spawn::argv(&spec.command).ok()?
-            };
+            let argv = claude::argv(&spec.command).ok()?;
             (argv, vec![("CLAUDE_PROJECT_DIR".to_string(), cwd)], stdin)
         } else {
             let stdin = wire::serialize_payload(&spec.event, &kwargs);
@@ -804,19 +796,21 @@ fn run_claude(
         // work directory could run another file of the same name.
         // Claude Code runs every command through a shell; one with pipes, `&&` or
         // variables needs it to mean what it says.
-        (None, _) if claude::needs_shell(&spec.command) => spawn::run_in_shell(
-            claude::shell(),
-            &spec.command,
-            stdin.as_bytes(),
-            timeout,
-            &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
-        ),
-        (None, _) => spawn::run_with_env(
-            &spec.command,
-            stdin.as_bytes(),
-            timeout,
-            &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
-        ),
+        (None, _) => match claude::argv(&spec.command) {
+            Ok(argv) => spawn::run_argv_with_env(
+                &argv,
+                stdin.as_bytes(),
+                timeout,
+                &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+            ),
+            // Reported as for any hook whose command cannot be split.
+            Err(_) => spawn::run_with_env(
+                &spec.command,
+                stdin.as_bytes(),
+                timeout,
+                &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+            ),
+        },
     };
     let mut evaluation = evaluate(spec, &run);
     if run.error.is_some() || run.timed_out {

@@ -259,25 +259,27 @@ pub fn run_with_env(
     }
 }
 
-/// [`run_with_env`] of `script` through `shell` (`shell -c script`): for a command written
-/// for a shell, with pipes or `&&` (a `format: claude` hook, see
-/// [`crate::shell::claude::needs_shell`]). The shell runs in its own process group like
-/// any hook, so a timeout kills the whole pipeline.
+/// [`run_with_env`] of an argv already split: a `format: claude` command written for a
+/// shell is `[shell, "-c", command]` (see [`crate::shell::claude::argv`]). The program runs
+/// in its own process group like any hook, so a timeout kills a whole pipeline.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// let r = hermes_host::shell::spawn::run_in_shell("/bin/sh", "tr a-z A-Z | rev", b"abc", Duration::from_secs(5), &[]);
+/// let argv = ["/bin/sh".to_string(), "-c".into(), "tr a-z A-Z | rev".into()];
+/// let r = hermes_host::shell::spawn::run_argv_with_env(&argv, b"abc", Duration::from_secs(5), &[]);
 /// assert_eq!(r.stdout, "CBA\n");
 /// ```
-pub fn run_in_shell(
-    shell: &str,
-    script: &str,
+pub fn run_argv_with_env(
+    argv: &[String],
     stdin: &[u8],
     timeout: Duration,
     env: &[(&str, &str)],
 ) -> RunResult {
-    let argv = [shell.to_string(), "-c".to_string(), script.to_string()];
-    run_argv(&argv, stdin, timeout, env, Instant::now())
+    let started = Instant::now();
+    if argv.is_empty() {
+        return RunResult::failed("empty command".into(), started);
+    }
+    run_argv(argv, stdin, timeout, env, started)
 }
 
 fn run_argv(
