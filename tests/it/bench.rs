@@ -41,17 +41,14 @@ fn row<'a>(doc: &'a Value, system: &str, measure: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {system} {measure} row in {doc:#}"))
 }
 
-#[test]
-fn a_shell_hook_that_sleeps_20ms_measures_at_least_that_with_the_bare_spawn_beside() {
-    let (home, _) = sleeping_home("0.02");
-    let allowlist = home.path().join("shell-hooks-allowlist.json");
-    let before = std::fs::read(&allowlist).unwrap();
+/// `hermes bench pre_tool_call --iterations N --warmup 1 --json`, which must succeed.
+fn bench_pre_tool_call(home: &TestHome, iterations: &str) -> Value {
     let run = home.hermes(
         &[
             "bench",
             "pre_tool_call",
             "--iterations",
-            "6",
+            iterations,
             "--warmup",
             "1",
             "--json",
@@ -59,7 +56,27 @@ fn a_shell_hook_that_sleeps_20ms_measures_at_least_that_with_the_bare_spawn_besi
         &[],
     );
     run.expect_code(0);
-    let doc = json_of(&run);
+    json_of(&run)
+}
+
+/// Asserts that the shell hook's row and its bare spawn both took at least 20 ms, with no
+/// errors.
+fn assert_both_took_20ms(doc: &Value) {
+    let hook = row(doc, "shell", "callback");
+    assert_eq!(hook["errors"].as_u64(), Some(0), "{hook:#}");
+    assert!(hook["p50_ns"].as_u64().unwrap() >= 20_000_000, "{hook:#}");
+    assert!(
+        hook["bare_p50_ns"].as_u64().unwrap() >= 20_000_000,
+        "{hook:#}"
+    );
+}
+
+#[test]
+fn a_shell_hook_that_sleeps_20ms_measures_at_least_that_with_the_bare_spawn_beside() {
+    let (home, _) = sleeping_home("0.02");
+    let allowlist = home.path().join("shell-hooks-allowlist.json");
+    let before = std::fs::read(&allowlist).unwrap();
+    let doc = bench_pre_tool_call(&home, "6");
     assert_eq!(doc["schema_version"], 1);
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(
@@ -71,15 +88,8 @@ fn a_shell_hook_that_sleeps_20ms_measures_at_least_that_with_the_bare_spawn_besi
     crate::schema::validate(&schema, &schema, &doc).unwrap_or_else(|e| panic!("{e}\n{doc:#}"));
     assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
     let hook = row(&doc, "shell", "callback");
-    assert_eq!(
-        (hook["n"].as_u64(), hook["errors"].as_u64()),
-        (Some(6), Some(0))
-    );
-    assert!(hook["p50_ns"].as_u64().unwrap() >= 20_000_000, "{hook:#}");
-    assert!(
-        hook["bare_p50_ns"].as_u64().unwrap() >= 20_000_000,
-        "{hook:#}"
-    );
+    assert_eq!(hook["n"].as_u64(), Some(6), "{hook:#}");
+    assert_both_took_20ms(&doc);
     assert!(hook["overhead_p50_ns"].is_i64(), "{hook:#}");
     let event = row(&doc, "all", "event");
     assert!(event["p50_ns"].as_u64().unwrap() >= 20_000_000, "{event:#}");
@@ -434,25 +444,5 @@ fn a_claude_command_written_for_a_shell_is_spawned_bare_through_the_same_shell()
     ));
     home.hermes(&["hooks", "allow", command], &[])
         .expect_code(0);
-    let run = home.hermes(
-        &[
-            "bench",
-            "pre_tool_call",
-            "--iterations",
-            "4",
-            "--warmup",
-            "1",
-            "--json",
-        ],
-        &[],
-    );
-    run.expect_code(0);
-    let doc = json_of(&run);
-    let hook = row(&doc, "shell", "callback");
-    assert_eq!(hook["errors"].as_u64(), Some(0), "{hook:#}");
-    assert!(hook["p50_ns"].as_u64().unwrap() >= 20_000_000, "{hook:#}");
-    assert!(
-        hook["bare_p50_ns"].as_u64().unwrap() >= 20_000_000,
-        "{hook:#}"
-    );
+    assert_both_took_20ms(&bench_pre_tool_call(&home, "4"));
 }
