@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 
 use hermes_host::gateway::GatewayLog;
 
-/// How long no session must have started before the thread makes spares again: refilling
-/// competes with the sessions for the directory's lock, so it waits for a lull.
+/// How long no session must have started before the thread makes spares again: a spare
+/// costs the file creation it later saves, and made during a burst of new sessions it
+/// would compete with them for the CPU and the filesystem's inode allocator, so it waits
+/// for a lull.
 const QUIET: Duration = Duration::from_millis(250);
 
 /// The spare files of one sessions directory, and the thread keeping them.
