@@ -704,7 +704,7 @@ fn hooks_list_says_which_commands_run_through_a_shell_and_keeps_each_on_one_line
 }
 
 #[test]
-fn hooks_allow_and_revoke_by_the_written_command_act_on_the_command_as_it_runs() {
+fn hooks_allow_revoke_and_list_by_the_written_command_act_on_the_command_as_it_runs() {
     // The user copies the command from config.yaml; consent looks it up with the project
     // directory filled in, so that is what `allow` must record and `revoke` remove.
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
@@ -733,6 +733,22 @@ fn hooks_allow_and_revoke_by_the_written_command_act_on_the_command_as_it_runs()
         vec![format!("\"{}\"/.claude/hooks/check.py", c.work().display())]
     );
     let revoked = Ran(c.hermes_from(c.work(), &["hooks", "revoke", written]));
+    assert!(revoked.0.status.success(), "{}", revoked.describe());
+    assert_eq!(approved(), Vec::<String>::new());
+    // From anywhere else, `--cwd` names the project, as `hermes run --cwd` does.
+    let work = c.work().to_str().unwrap();
+    let allowed = Ran(c.hermes_from(c.home(), &["hooks", "allow", "--cwd", work, written]));
+    assert!(allowed.0.status.success(), "{}", allowed.describe());
+    assert_eq!(
+        approved(),
+        vec![format!("\"{}\"/.claude/hooks/check.py", c.work().display())]
+    );
+    let listed = Ran(c.hermes_from(c.home(), &["hooks", "list", "--cwd", work]));
+    listed.says(&[
+        &format!("\"{}\"/.claude/hooks/check.py", c.work().display()),
+        "✓ allowed",
+    ]);
+    let revoked = Ran(c.hermes_from(c.home(), &["hooks", "revoke", "--cwd", work, written]));
     assert!(revoked.0.status.success(), "{}", revoked.describe());
     assert_eq!(approved(), Vec::<String>::new());
 }

@@ -300,6 +300,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): what `$CLAUDE_PROJECT_DIR` in a `format: claude` command stands for
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Run the hooks of one event once on a synthetic payload (the allowlist is not consulted).
     Test {
@@ -323,6 +328,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): what `$CLAUDE_PROJECT_DIR` in a `format: claude` command stands for
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Check every configured hook: script, allowlist, changes since approval, a JSON smoke test.
     Doctor {
@@ -341,6 +351,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): what `$CLAUDE_PROJECT_DIR` in a `format: claude` command stands for
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Register plugins and approved shell hooks as an agent run does, then fire one event.
     Fire {

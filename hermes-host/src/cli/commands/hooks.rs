@@ -47,7 +47,7 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
         return Ok(ExitStatus::Success);
     };
     match command {
-        HooksCommand::List { json } => list(settings, json),
+        HooksCommand::List { json, cwd } => list(settings, json, cwd.as_deref()),
         HooksCommand::Import { source, file, yes } => {
             super::hooks_import::import(settings, &source, file.as_deref(), yes)
         }
@@ -63,14 +63,17 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             payload_file.as_deref(),
             json,
         ),
-        HooksCommand::Revoke { command, json } => revoke(settings, &command, json),
+        HooksCommand::Revoke { command, json, cwd } => {
+            revoke(settings, &command, json, cwd.as_deref())
+        }
         HooksCommand::Schema { event, answer } => schema(&event, answer),
         HooksCommand::Doctor { json } => doctor(settings, json),
         HooksCommand::Allow {
             command,
             event,
             json,
-        } => allow(settings, &command, event.as_deref(), json),
+            cwd,
+        } => allow(settings, &command, event.as_deref(), json, cwd.as_deref()),
         HooksCommand::Fire {
             event,
             payload,
@@ -91,8 +94,20 @@ fn load_config(settings: &Settings) -> Config {
     config
 }
 
-fn specs(settings: &Settings) -> (Vec<ShellHookSpec>, Vec<String>) {
-    let parsed = config::parse(&load_config(settings));
+/// The shell hooks of config.yaml, for an agent working in `work_dir` (`--cwd`; `None`:
+/// here): a `format: claude` command has `$CLAUDE_PROJECT_DIR` filled in with it, as
+/// `hermes run --cwd` fills it in, so that what `allow` records is what that run looks up.
+fn specs(
+    settings: &Settings,
+    work_dir: Option<&std::path::Path>,
+) -> (Vec<ShellHookSpec>, Vec<String>) {
+    let mut parsed = config::parse(&load_config(settings));
+    if let Some(dir) = work_dir {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        for spec in &mut parsed.specs {
+            spec.set_work_dir(Some(dir.clone()));
+        }
+    }
     (parsed.specs, parsed.warnings)
 }
 
@@ -137,8 +152,12 @@ fn content_changed(spec: &ShellHookSpec, approval: &Approval) -> bool {
     !approval.content_matches(script::sha256(&spec.command).as_deref())
 }
 
-fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let (specs, warnings) = specs(settings);
+fn list(
+    settings: &Settings,
+    as_json: bool,
+    work_dir: Option<&std::path::Path>,
+) -> anyhow::Result<ExitStatus> {
+    let (specs, warnings) = specs(settings, work_dir);
     let config_path = settings.home.config_path();
     let allowlist = Allowlist::new(&settings.home);
     let approvals = allowlist.approvals();
@@ -567,12 +586,17 @@ fn print_run_result(run: &RunResult, evaluation: &Evaluation) {
     print_parsed(evaluation);
 }
 
-fn revoke(settings: &Settings, command: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
+fn revoke(
+    settings: &Settings,
+    command: &str,
+    as_json: bool,
+    work_dir: Option<&std::path::Path>,
+) -> anyhow::Result<ExitStatus> {
     let allowlist = Allowlist::new(&settings.home);
     let mut removed = allowlist.revoke(command)?;
     // The approval of a `format: claude` command named as config.yaml writes it is under
     // the command as it runs (see `allow`).
-    let (specs, _) = specs(settings);
+    let (specs, _) = specs(settings, work_dir);
     if let Some(spec) = specs
         .iter()
         .find(|s| s.written == command && s.command != command)
@@ -822,10 +846,11 @@ fn allow(
     command: &str,
     event: Option<&str>,
     as_json: bool,
+    work_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitStatus> {
     let allowlist = Allowlist::new(&settings.home);
     let config_path = settings.home.config_path();
-    let (specs, _) = specs(settings);
+    let (specs, _) = specs(settings, work_dir);
     let events: Vec<String> = match event {
         Some(event) => {
             if hermes_hooks_abi::hooks::spec(event).is_none() {
