@@ -804,12 +804,10 @@ fn run_claude(
                 &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
             ),
             // Reported as for any hook whose command cannot be split.
-            Err(_) => spawn::run_with_env(
-                &spec.command,
-                stdin.as_bytes(),
-                timeout,
-                &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
-            ),
+            Err(error) => spawn::RunResult {
+                error: Some(error),
+                ..spawn::RunResult::default()
+            },
         },
     };
     let mut evaluation = evaluate(spec, &run);

@@ -252,10 +252,9 @@ pub fn run_with_env(
     timeout: Duration,
     env: &[(&str, &str)],
 ) -> RunResult {
-    let started = Instant::now();
     match argv(command) {
-        Ok(argv) => run_argv(&argv, stdin, timeout, env, started),
-        Err(error) => RunResult::failed(error, started),
+        Ok(argv) => run_argv_with_env(&argv, stdin, timeout, env),
+        Err(error) => RunResult::failed(error, Instant::now()),
     }
 }
 
@@ -279,16 +278,6 @@ pub fn run_argv_with_env(
     if argv.is_empty() {
         return RunResult::failed("empty command".into(), started);
     }
-    run_argv(argv, stdin, timeout, env, started)
-}
-
-fn run_argv(
-    argv: &[String],
-    stdin: &[u8],
-    timeout: Duration,
-    env: &[(&str, &str)],
-    started: Instant,
-) -> RunResult {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.envs(env.iter().copied());
