@@ -266,16 +266,15 @@ fn through_shell(spec: &shell::ShellHookSpec) -> Option<&'static str> {
 /// `text` on one line: line breaks and other control characters escaped (`\n`), so that a
 /// multi-line command stays one entry of the listing.
 fn one_line(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    let mut line = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    line
 }
 
 fn unknown_event(event: &str) {
