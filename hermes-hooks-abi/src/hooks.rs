@@ -508,6 +508,8 @@ define_hooks! {
         text: Str = "The message text.",
         message_id: OptStr = "The platform's message id, when it has one.",
         session_key: Str = "The session key the message maps to (`<platform>:<chat_id>`).",
+        chat_type: Str since "1.2" = "`dm`, `group` or `channel`, as the adapter says (interface 1.2; empty from an older host).",
+        user_name: OptStr since "1.2" = "The sender's display name, when the adapter gives one (interface 1.2).",
     }
     /// Fires before the user is asked to approve a dangerous command. Observer (cannot veto).
     pre_approval_request => ApprovalRequestEvent, Observer, since "1.0" {

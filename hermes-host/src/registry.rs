@@ -76,6 +76,17 @@ pub trait ExternalHook: Send + Sync {
     }
 }
 
+/// Several callbacks that live in one worker process and answer together: one round trip
+/// per firing for all of them, however many there are (a Python plugin's callbacks for one
+/// hook). The registry holds one entry per callback, so order, labels and traces stay per
+/// callback; the first of them asks the worker, and the others take their answers from it.
+pub trait ExternalGroup: Send + Sync {
+    /// Runs every callback of the group for `event` and returns one answer per callback,
+    /// in registration order. A worker that fails answers for all of them (usually no
+    /// opinion, or a block for a fail-closed guard, in the first).
+    fn run_all(&self, event: &EventView<'_>) -> Vec<HookResult>;
+}
+
 /// A command line and the standard input an external hook would give it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subprocess {
@@ -97,6 +108,8 @@ pub struct Subprocess {
 pub enum Source {
     /// A native plugin, by manifest name.
     Plugin(Arc<str>),
+    /// A Python plugin, by manifest name.
+    Python(Arc<str>),
     /// A shell hook from `config.yaml`.
     Shell,
     /// A closure the embedding host added.
@@ -104,10 +117,11 @@ pub enum Source {
 }
 
 impl Source {
-    /// `plugin`, `shell` or `host`, as traces print it.
+    /// `plugin`, `python`, `shell` or `host`, as traces print it.
     pub fn system(&self) -> &'static str {
         match self {
             Source::Plugin(_) => "plugin",
+            Source::Python(_) => "python",
             Source::Shell => "shell",
             Source::Host => "host",
         }
@@ -122,6 +136,9 @@ pub enum Callback {
     InProcess(Arc<InProcessFn>),
     /// An out-of-process hook.
     External(Arc<dyn ExternalHook>),
+    /// Callback `member` of a group that answers together (see [`ExternalGroup`]); the
+    /// members of one group are consecutive entries of one hook.
+    Member(Arc<dyn ExternalGroup>, usize),
 }
 
 /// One registered callback.
@@ -223,7 +240,7 @@ impl HookEntries {
     }
 
     fn push(&mut self, hook: &str, entry: Entry) {
-        self.has_external |= matches!(entry.callback, Callback::External(_));
+        self.has_external |= matches!(entry.callback, Callback::External(_) | Callback::Member(..));
         self.marks.push(Mark::intern(&entry.label, hook));
         self.entries.push(entry);
     }
@@ -316,6 +333,28 @@ impl Registry {
                 callback: Callback::External(hook_impl),
             },
         );
+    }
+
+    /// Appends the callbacks of a group that answers together, one entry per label, in
+    /// order (see [`ExternalGroup`]): `labels[i]` is the callback whose answer is
+    /// `run_all(..)[i]`.
+    pub fn add_group(
+        &mut self,
+        hook: &str,
+        source: Source,
+        labels: Vec<String>,
+        group: Arc<dyn ExternalGroup>,
+    ) {
+        for (member, label) in labels.into_iter().enumerate() {
+            self.add(
+                hook,
+                Entry {
+                    source: source.clone(),
+                    label,
+                    callback: Callback::Member(group.clone(), member),
+                },
+            );
+        }
     }
 
     /// Sends a [`FiringRecord`] for every callback run to `sink` from now on.
@@ -638,6 +677,8 @@ impl Registry {
                     Ok(None)
                 }
             }
+            // Answered with the group's first member, in `run_externals`.
+            Callback::Member(..) => Ok(None),
         };
         if let (Some(trace), Some(started)) = (&self.trace, started) {
             trace.record(record(view, entry, &answer, started.elapsed()));
@@ -683,37 +724,43 @@ fn run_externals(
     entries: &[Entry],
     answers: &mut [Option<(HookResult, Duration)>],
 ) {
-    let mut jobs: Vec<(usize, i64, &Arc<dyn ExternalHook>)> = Vec::new();
+    let mut jobs: Vec<(usize, i64, Job<'_>)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        if let Callback::External(ext) = &entry.callback {
-            if ext.matches(view) {
-                jobs.push((i, ext.priority(), ext));
-            } else {
-                answers[i] = Some((Ok(None), Duration::ZERO));
+        match &entry.callback {
+            Callback::External(ext) => {
+                if ext.matches(view) {
+                    jobs.push((i, ext.priority(), Job::One(ext)));
+                } else {
+                    answers[i] = Some((Ok(None), Duration::ZERO));
+                }
             }
+            // A group is one job, at its first member; the members after it are answered
+            // by that job.
+            Callback::Member(group, 0) => jobs.push((i, 0, Job::Group(group))),
+            _ => {}
         }
     }
     jobs.sort_by_key(|(i, priority, _)| (*priority, *i));
-    for group in jobs.chunk_by(|a, b| a.1 == b.1) {
-        if let [(i, _, ext)] = group {
+    for batch in jobs.chunk_by(|a, b| a.1 == b.1) {
+        if let [(i, _, job)] = batch {
             let started = Instant::now();
-            let answer = ext.run(view);
-            answers[*i] = Some((answer, started.elapsed()));
+            let answer = job.run(view);
+            store(entries, answers, *i, answer, started.elapsed());
             continue;
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<std::sync::Mutex<Option<(HookResult, Duration)>>> =
-            group.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let results: Vec<std::sync::Mutex<Option<JobAnswers>>> =
+            batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
         std::thread::scope(|scope| {
-            for _ in 0..group.len().min(MAX_PARALLEL_EXTERNAL) {
+            for _ in 0..batch.len().min(MAX_PARALLEL_EXTERNAL) {
                 scope.spawn(|| {
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((_, _, ext)) = group.get(k) else {
+                        let Some((_, _, job)) = batch.get(k) else {
                             break;
                         };
                         let started = Instant::now();
-                        let answer = ext.run(view);
+                        let answer = job.run(view);
                         if let Ok(mut slot) = results[k].lock() {
                             *slot = Some((answer, started.elapsed()));
                         }
@@ -721,14 +768,61 @@ fn run_externals(
                 });
             }
         });
-        for ((i, _, _), result) in group.iter().zip(results) {
-            let answer = result.into_inner().ok().flatten().unwrap_or_else(|| {
+        for ((i, _, _), result) in batch.iter().zip(results) {
+            let (answer, took) = result.into_inner().ok().flatten().unwrap_or_else(|| {
                 (
-                    Err("the hook's worker thread panicked".into()),
+                    vec![Err("the hook's worker thread panicked".into())],
                     Duration::ZERO,
                 )
             });
-            answers[*i] = Some(answer);
+            store(entries, answers, *i, answer, took);
+        }
+    }
+}
+
+/// What one job answered, and how long it took.
+type JobAnswers = (Vec<HookResult>, Duration);
+
+/// One unit of out-of-process work in a firing: a hook, or a group answering together.
+enum Job<'a> {
+    One(&'a Arc<dyn ExternalHook>),
+    Group(&'a Arc<dyn ExternalGroup>),
+}
+
+impl Job<'_> {
+    fn run(&self, view: &EventView<'_>) -> Vec<HookResult> {
+        match self {
+            Job::One(ext) => vec![ext.run(view)],
+            Job::Group(group) => group.run_all(view),
+        }
+    }
+}
+
+/// Stores a job's answers from entry `first` on: one for a hook; one per member for a group,
+/// over the consecutive members of that group (a member without an answer has no opinion).
+fn store(
+    entries: &[Entry],
+    answers: &mut [Option<(HookResult, Duration)>],
+    first: usize,
+    results: Vec<HookResult>,
+    took: Duration,
+) {
+    let mut results = results.into_iter();
+    answers[first] = Some((results.next().unwrap_or(Ok(None)), took));
+    let Callback::Member(group, _) = &entries[first].callback else {
+        return;
+    };
+    for (offset, (entry, slot)) in entries[first + 1..]
+        .iter()
+        .zip(&mut answers[first + 1..])
+        .enumerate()
+    {
+        match &entry.callback {
+            Callback::Member(g, member) if Arc::ptr_eq(g, group) && *member == offset + 1 => {
+                // The group's time is its first member's; the others took none of their own.
+                *slot = Some((results.next().unwrap_or(Ok(None)), Duration::ZERO));
+            }
+            _ => break,
         }
     }
 }

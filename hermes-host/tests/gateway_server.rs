@@ -2175,3 +2175,57 @@ fn send_message_delivers_to_a_chat_silent_messages_send_nothing_and_a_model_erro
         results[2]
     );
 }
+
+#[test]
+fn a_reload_restarts_python_plugin_workers_on_their_current_code() {
+    require_python3();
+    let home = TestHome::new();
+    let write_plugin = |version: &str| {
+        home.write(
+            "plugins/ver/__init__.py",
+            &format!(
+                "import os\ndef stamp(event, **kw):\n    return {{'action': 'rewrite', 'text': '{version} ' + str(os.getpid())}}\ndef register(ctx):\n    ctx.register_hook('pre_gateway_dispatch', stamp)\n"
+            ),
+        );
+    };
+    home.write("plugins/ver/plugin.yaml", "name: ver\n");
+    write_plugin("v1");
+    home.config("plugins:\n  enabled: [ver]\n");
+    let gateway = home.start(&["--trace", "off"]);
+    let pid_file = home.path().join("gateway.pid");
+    wait_until("the pid file", Duration::from_secs(20), || {
+        pid_file.exists()
+    });
+    let mut client = gateway.connect();
+    let answer = |client: &mut Client, text: &str| -> (String, u32) {
+        client.send(msg("c1", "u1", text));
+        let reply = client.recv();
+        let text = reply["text"].as_str().unwrap_or_default().to_string();
+        let (version, pid) = text.split_once(' ').unwrap_or_else(|| panic!("{reply}"));
+        (version.to_string(), pid.parse().unwrap())
+    };
+    let (version, old_pid) = answer(&mut client, "one");
+    assert_eq!(version, "v1");
+    write_plugin("v2");
+    home.cli(&["gateway", "reload"]);
+    let lines = gateway.lines.clone();
+    wait_until("the reload", Duration::from_secs(20), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("gateway: reloaded: 1 plugin(s)"))
+    });
+    let (version, new_pid) = answer(&mut client, "two");
+    assert_eq!(
+        version, "v2",
+        "the new worker runs the plugin's current code"
+    );
+    assert_ne!(new_pid, old_pid);
+    wait_until("the old worker to exit", Duration::from_secs(20), || {
+        std::fs::read_to_string(format!("/proc/{old_pid}/stat"))
+            .map_or(true, |stat| stat.contains(") Z "))
+    });
+    drop(client);
+    gateway.stop();
+}

@@ -446,3 +446,50 @@ fn a_claude_command_written_for_a_shell_is_spawned_bare_through_the_same_shell()
         .expect_code(0);
     assert_both_took_20ms(&bench_pre_tool_call(&home, "4"));
 }
+
+#[test]
+fn python_plugins_are_measured_as_their_own_system_one_round_trip_per_plugin() {
+    let home = TestHome::new();
+    let dir = home.path().join("plugins/py-guard");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), "name: py-guard\n").unwrap();
+    // Three callbacks, one of which sleeps 5 ms: the plugin's row is one round trip that
+    // runs all three, so it takes at least that.
+    std::fs::write(
+        dir.join("__init__.py"),
+        "import time\ndef a(**kw):\n    return None\ndef b(**kw):\n    time.sleep(0.005)\ndef c(**kw):\n    return None\n\
+         def register(ctx):\n    for cb in (a, b, c):\n        ctx.register_hook('pre_tool_call', cb)\n",
+    )
+    .unwrap();
+    home.config("plugins:\n  enabled: [py-guard]\n");
+    let run = home.hermes(
+        &[
+            "bench",
+            "pre_tool_call",
+            "--system",
+            "python",
+            "--iterations",
+            "20",
+            "--warmup",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    run.expect_code(0);
+    let doc = json_of(&run);
+    let plugin = row(&doc, "python", "plugin");
+    assert_eq!(plugin["hook"], "py-guard (3 callbacks)", "{plugin:#}");
+    assert_eq!(plugin["errors"].as_u64(), Some(0), "{plugin:#}");
+    assert!(
+        plugin["p50_ns"].as_u64().unwrap() >= 5_000_000,
+        "{plugin:#}"
+    );
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(
+        rows.iter().filter(|r| r["system"] == "python").count(),
+        1,
+        "one row per plugin, not per callback: {doc:#}"
+    );
+    assert!(!rows.iter().any(|r| r["system"] == "native"), "{doc:#}");
+}

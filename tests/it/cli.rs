@@ -26,7 +26,7 @@ fn list_shows_version_library_state_and_hooks() {
         .collect::<Vec<_>>()
         .join(", ");
     let expected = format!(
-        "Plugins in $HOME/plugins (host interface 1.1.0):\n\n  alpha 0.1.0  enabled\n      library: $HOME/plugins/alpha/librecorder.so (interface 1.1.0, debug)\n      hooks: {all_hooks}\n  beta 0.1.0  not loaded: not enabled in config (run `hermes plugins enable beta` to activate)\n      library: $HOME/plugins/beta/librecorder.so\n"
+        "Plugins in $HOME/plugins (host interface 1.2.0):\n\n  alpha 0.1.0  enabled\n      library: $HOME/plugins/alpha/librecorder.so (interface 1.2.0, debug)\n      hooks: {all_hooks}\n  beta 0.1.0  not loaded: not enabled in config (run `hermes plugins enable beta` to activate)\n      library: $HOME/plugins/beta/librecorder.so\n"
     );
     assert_eq!(home.mask(&run.stdout()), expected, "{}", run.describe());
 }
@@ -198,7 +198,7 @@ fn install_errors_say_what_to_do() {
     run.expect_code(2);
     assert!(
         run.stderr()
-            .contains("has no Cargo.toml; give the directory of the plugin crate"),
+            .contains("has no Cargo.toml and no __init__.py; give the directory of a plugin crate (Rust) or of a Python plugin"),
         "{}",
         run.describe()
     );

@@ -260,7 +260,7 @@ fn errors_a_plugin_author_meets_are_one_line_naming_the_file_and_the_fix() {
     one_line_with_the_fix(
         &error("nolib"),
         &nolib.join("plugin.yaml"),
-        "missing the `library` field; add `library: libnolib.so`",
+        "add `library: libnolib.so` for a Rust plugin",
     );
     one_line_with_the_fix(
         &error("unbuilt"),

@@ -377,7 +377,7 @@ fn broken_plugins_are_reported_by_file_and_the_rest_still_load() {
     );
     let nolib_err = by_key("nolib").error.clone().unwrap();
     assert!(
-        nolib_err.contains("missing the `library` field; add `library: libnolib.so`"),
+        nolib_err.contains("add `library: libnolib.so` for a Rust plugin"),
         "{nolib_err}"
     );
 }
@@ -722,5 +722,57 @@ fn the_test_host_fires_gateway_callbacks_and_captures_what_a_plugin_prints() {
     assert_eq!(
         ack.gateway_event("agent:start", &serde_json::json!({})),
         Ok(())
+    );
+}
+
+#[test]
+fn native_and_python_plugins_interleave_in_one_alphabetical_order() {
+    let home = TestHome::new();
+    home.install("guardrail", "guardrail", None, None);
+    for name in ["alpha-py", "zulu-py"] {
+        let dir = home.path().join("plugins").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("plugin.yaml"), format!("name: {name}\n")).unwrap();
+        std::fs::write(
+            dir.join("__init__.py"),
+            format!("def guard(tool_name, args, **kw):\n    if 'sudo' in args.get('command', ''):\n        return {{'action': 'block', 'message': 'by {name}'}}\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n"),
+        )
+        .unwrap();
+    }
+    home.config("plugins:\n  enabled: [zulu-py, guardrail, alpha-py]\n");
+    let payload = r#"{"tool_name": "terminal", "args": {"command": "sudo rm -rf /"}}"#;
+    let run = home.hermes(
+        &["plugins", "fire", "pre_tool_call", "--payload", payload],
+        &[],
+    );
+    run.expect_code(0);
+    let stdout = run.stdout();
+    let position = |label: &str| {
+        stdout
+            .find(label)
+            .unwrap_or_else(|| panic!("{label} did not fire: {}", run.describe()))
+    };
+    assert!(
+        position("alpha-py::guard") < position("guardrail::"),
+        "{stdout}"
+    );
+    assert!(
+        position("guardrail::") < position("zulu-py::guard"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Outcome: blocked by alpha-py::guard: by alpha-py"),
+        "{stdout}"
+    );
+    // Without the first Python plugin, the native one decides before the last.
+    home.config("plugins:\n  enabled: [zulu-py, guardrail]\n");
+    let run = home.hermes(
+        &["plugins", "fire", "pre_tool_call", "--payload", payload],
+        &[],
+    );
+    assert!(
+        run.stdout().contains("Outcome: blocked by guardrail::"),
+        "{}",
+        run.describe()
     );
 }

@@ -68,7 +68,7 @@ that are not allowlisted are skipped with a note (approve them with `hermes hook
 pub struct BenchArgs {
     /// Events to fire, such as pre_tool_call or agent:start [default: every event with a hook].
     pub events: Vec<String>,
-    /// Only this hook system: native, shell or gateway (repeatable).
+    /// Only this hook system: native, python, shell or gateway (repeatable).
     #[arg(long, value_name = "SYSTEM")]
     pub system: Vec<String>,
     /// Only hooks whose label (a plugin's `name::callback`, a shell hook's command, a gateway hook's name) matches REGEX.
@@ -146,7 +146,8 @@ pub enum PluginsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write a new plugin crate (the plugin template, without cargo-generate).
+    /// Write a new plugin crate (the plugin template, without cargo-generate), or with
+    /// --python a Python plugin.
     New {
         /// The plugin's name: a crate name such as my-plugin (letters, digits, - and _).
         name: String,
@@ -156,6 +157,10 @@ pub enum PluginsCommand {
         /// Also add a native gateway hook for agent:* events.
         #[arg(long)]
         gateway: bool,
+        /// Write a Python plugin (plugin.yaml, __init__.py and a unittest test) instead of
+        /// a Rust crate.
+        #[arg(long, conflicts_with = "gateway")]
+        python: bool,
         /// Write the crate into DIR/NAME [default: the current directory].
         #[arg(long, value_name = "DIR")]
         path: Option<PathBuf>,

@@ -7,6 +7,7 @@ mod inputs;
 mod load;
 mod settings;
 mod template;
+mod template_python;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

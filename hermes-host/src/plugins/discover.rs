@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use hermes_hooks_abi::sdk::statics::{StaticPlugin, static_plugins};
 
-use super::manifest::{Manifest, manifest_path};
+use super::manifest::{Manifest, PluginKind, manifest_path};
 use crate::home::{Config, Home};
 use crate::trust::{self, Policy, Role};
 
@@ -192,8 +192,13 @@ fn trusted(c: &Candidate, policy: &Policy) -> Result<Vec<String>, String> {
         return Ok(Vec::new());
     };
     let plugin_yaml = manifest_path(&c.dir).unwrap_or_else(|| c.dir.join("plugin.yaml"));
-    let library = trust::confine(&c.dir, "library", &manifest.library)
-        .map_err(|why| format!("{}: {why}", plugin_yaml.display()))?;
+    // What runs: the library, or a Python plugin's `__init__.py` (its sibling modules live
+    // in the same directory, which is checked too).
+    let library = match manifest.kind {
+        PluginKind::Native => trust::confine(&c.dir, "library", &manifest.library)
+            .map_err(|why| format!("{}: {why}", plugin_yaml.display()))?,
+        PluginKind::Python => c.dir.join("__init__.py"),
+    };
     let mut paths: Vec<(&Path, Role)> = Vec::new();
     if let Some(home) = c.root.parent() {
         paths.push((home, Role::Root));

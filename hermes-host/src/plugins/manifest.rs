@@ -23,8 +23,12 @@ pub struct Manifest {
     pub description: String,
     /// `author`.
     pub author: String,
-    /// `library`: the shared library's file name, relative to the plugin directory.
+    /// `library`: the shared library's file name, relative to the plugin directory; empty
+    /// for a Python plugin.
     pub library: String,
+    /// What the plugin is made of: a shared library, or Python (`__init__.py`, no
+    /// `library`).
+    pub kind: PluginKind,
     /// `provides_hooks`: informational, compared with what `register` really registers.
     pub provides_hooks: Vec<String>,
     /// `config`: the plugin's own settings, handed to it as JSON.
@@ -33,15 +37,36 @@ pub struct Manifest {
     /// process; see [`isolation`](crate::plugins::isolation)). `plugins.isolation.<name>` and
     /// `plugins.isolation_default` in `config.yaml` override it. `None`: not set.
     pub isolation: Option<Isolation>,
-    /// `timeout`: seconds an isolated plugin's callback may take before its worker is
-    /// killed and restarted (default 30).
+    /// `timeout`: seconds an isolated or Python plugin's callback may take before its
+    /// worker is killed and restarted (default 30).
     pub timeout: Option<f64>,
     /// `memory_limit`: bytes of address space an isolated plugin's worker may use
     /// (`256MiB`, `1GiB`, or a number of bytes).
     pub memory_limit: Option<u64>,
-    /// `fail_closed`: when an isolated plugin's worker dies during `pre_tool_call`, the
-    /// tool call is blocked instead of allowed.
+    /// `fail_closed`: when an isolated or Python plugin's worker dies or hangs during
+    /// `pre_tool_call`, the tool call is blocked instead of allowed.
     pub fail_closed: bool,
+}
+
+/// What a plugin is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PluginKind {
+    /// A Rust `cdylib` built on `hermes-hooks-abi`, named by `library:`.
+    #[default]
+    Native,
+    /// A Hermes Python plugin: `__init__.py` with `register(ctx)` and no `library:`. It runs
+    /// in a Python worker process (see [`python`](crate::plugins::python)).
+    Python,
+}
+
+impl PluginKind {
+    /// `native` or `python`, as `plugins list` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Native => "native",
+            PluginKind::Python => "python",
+        }
+    }
 }
 
 /// Where a plugin's callbacks run.
@@ -119,7 +144,7 @@ impl Manifest {
     /// # Errors
     ///
     /// A message naming the file when it cannot be read, is not YAML, is not a mapping, or
-    /// lacks `library`.
+    /// has neither `library` nor an `__init__.py` beside it.
     pub fn read(dir: &Path) -> Result<Manifest, String> {
         let path = manifest_path(dir).unwrap_or_else(|| dir.join("plugin.yaml"));
         let text = std::fs::read_to_string(&path)
@@ -167,13 +192,27 @@ impl Manifest {
         let name = Some(text_of("name"))
             .filter(|n| !n.trim().is_empty())
             .unwrap_or(dir_name);
-        let library = text_of("library");
-        if library.trim().is_empty() {
+        let library = match map.get("library") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "`library` must be a file name such as `{}`, not {}",
+                    super::library_file::for_crate(&name),
+                    yaml_type_name(other)
+                ));
+            }
+        };
+        let kind = if !library.trim().is_empty() {
+            PluginKind::Native
+        } else if dir.join("__init__.py").is_file() {
+            PluginKind::Python
+        } else {
             let guess = super::library_file::for_crate(&name);
             return Err(format!(
-                "missing the `library` field; add `library: {guess}` (the file cargo builds in target/release/)"
+                "neither a Rust nor a Python plugin: add `library: {guess}` for a Rust plugin (the file cargo builds in target/release/), or an `__init__.py` with `register(ctx)` beside plugin.yaml for a Python plugin"
             ));
-        }
+        };
         let provides_hooks = match map.get("provides_hooks") {
             Some(Value::Sequence(items)) => items
                 .iter()
@@ -214,6 +253,7 @@ impl Manifest {
             description: text_of("description"),
             author: text_of("author"),
             library,
+            kind,
             provides_hooks,
             config,
             isolation,

@@ -1,7 +1,8 @@
-//! Native plugins: discovery, loading, enable/disable.
+//! Plugins, native and Python: discovery, loading, enable/disable.
 //!
 //! Data flows one way: [`discover`] reads directories and manifests, [`load_all`] loads the
-//! enabled libraries and runs their `register`, and the callbacks go into the
+//! enabled libraries and runs their `register` (a Python plugin's in its worker, see
+//! [`python`]), and the callbacks go into the
 //! [`Registry`](crate::registry::Registry). Nothing here fires a hook. One broken plugin
 //! (bad manifest, missing or incompatible library, failing `register`) is reported with the
 //! file it concerns, and every other plugin still loads.
@@ -11,12 +12,15 @@ pub mod isolation;
 pub mod library_file;
 mod load;
 mod manifest;
+pub mod python;
+mod supervisor;
 
 use std::path::{Path, PathBuf};
 
 pub use discover::{Candidate, DiscoverOptions, Status, discover};
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
-pub use manifest::{Isolation, Manifest, parse_size};
+pub use manifest::{Isolation, Manifest, PluginKind, parse_size};
+pub use supervisor::{CRASH_WINDOW, DEFAULT_TIMEOUT, MAX_CRASHES};
 
 use crate::home::{Config, Home};
 use crate::registry::Registry;
@@ -34,6 +38,10 @@ pub struct PluginReport {
     pub dir: PathBuf,
     /// The library path, when the manifest names one.
     pub library: Option<PathBuf>,
+    /// Native or Python.
+    pub kind: PluginKind,
+    /// For a Python plugin, the interpreter its worker runs on.
+    pub interpreter: Option<PathBuf>,
     /// `None` when loaded; otherwise why not.
     pub error: Option<String>,
     /// Problems with its files that `hooks.strict_permissions: false` let through.
@@ -56,11 +64,19 @@ pub struct PluginReport {
     pub linked_static: bool,
     /// Where its callbacks run (see [`isolation`](crate::plugins::isolation)).
     pub isolation: Isolation,
-    /// For an isolated plugin, its worker's pid at load.
+    /// For an isolated or Python plugin, its worker's pid at load.
     pub worker_pid: Option<u32>,
-    /// For an isolated plugin, its worker: pid now, restarts, last crash
-    /// ([`Isolated::status`](isolation::Isolated::status)).
-    pub worker: Option<std::sync::Arc<isolation::Isolated>>,
+    /// For an isolated or Python plugin, its worker: pid now, restarts, last crash.
+    pub worker: Option<std::sync::Arc<dyn SupervisedWorker>>,
+}
+
+/// A plugin whose callbacks run in a supervised worker process (an isolated native plugin,
+/// or a Python plugin).
+pub trait SupervisedWorker: Send + Sync + std::fmt::Debug {
+    /// The running worker's pid, how often it was restarted, and the last crash's cause.
+    fn status(&self) -> (Option<u32>, u64, Option<String>);
+    /// Stops the worker; the next firing starts a new one on the plugin's current code.
+    fn restart(&self);
 }
 
 impl PluginReport {
@@ -113,7 +129,21 @@ pub fn load_all(
     registry: &mut Registry,
 ) -> LoadReport {
     let mut report = LoadReport::default();
-    for candidate in discover(home, config, options) {
+    let candidates = discover(home, config, options);
+    // Every Python worker starts now, before any waits for its hello, so their interpreters
+    // start in parallel; each is then taken up at its plugin's place in the order.
+    let interpreter = python::interpreter(config);
+    let mut launching: Vec<Option<python::Launching>> = candidates
+        .iter()
+        .map(|c| match (&c.status, &c.manifest) {
+            (Status::Enabled, Ok(m)) if m.kind == PluginKind::Python => {
+                let effective = effective_manifest_quiet(config, m);
+                Some(python::launch(&effective, &c.key, &c.dir, &interpreter))
+            }
+            _ => None,
+        })
+        .collect();
+    for (index, candidate) in candidates.into_iter().enumerate() {
         let mut entry = PluginReport {
             key: candidate.key.clone(),
             name: candidate.name().to_string(),
@@ -127,8 +157,13 @@ pub fn load_all(
                 .manifest
                 .as_ref()
                 .ok()
-                .filter(|_| candidate.linked.is_none())
+                .filter(|m| candidate.linked.is_none() && m.kind == PluginKind::Native)
                 .map(|m| candidate.dir.join(&m.library)),
+            kind: candidate
+                .manifest
+                .as_ref()
+                .map_or(PluginKind::Native, |m| m.kind),
+            interpreter: None,
             warnings: candidate.warnings.clone(),
             error: None,
             hooks: Vec::new(),
@@ -161,6 +196,13 @@ pub fn load_all(
         };
         for warning in &entry.warnings {
             tracing::warn!("plugin '{}': {warning}", entry.name);
+        }
+        if let Some(started) = launching.get_mut(index).and_then(Option::take) {
+            let effective = effective_manifest(home, config, manifest, &mut entry);
+            entry.interpreter = Some(interpreter.clone());
+            load_python(started, &effective, &mut entry, registry);
+            report.plugins.push(entry);
+            continue;
         }
         let path = candidate.dir.join(&manifest.library);
         entry.isolation = match isolation_of(config, &manifest.name, manifest.isolation) {
@@ -270,6 +312,88 @@ fn effective_manifest(
     entry.config = effective.config.clone();
     entry.settings = settings;
     effective
+}
+
+/// The manifest with `plugins.settings.<name>` merged over its `config`, without recording
+/// or warning (what [`effective_manifest`] reports is reported when the plugin's turn comes).
+fn effective_manifest_quiet(config: &Config, manifest: &Manifest) -> Manifest {
+    let mut effective = manifest.clone();
+    if let Ok(Some(settings)) = config.plugin_settings(&manifest.name) {
+        merge_settings(&mut effective.config, &settings);
+    }
+    effective
+}
+
+/// Waits for a Python plugin's worker, then puts its callbacks in the registry: one group
+/// per hook, one entry per callback, in registration order.
+fn load_python(
+    started: python::Launching,
+    manifest: &Manifest,
+    entry: &mut PluginReport,
+    registry: &mut Registry,
+) {
+    let (plugin, hello) = match started.finish() {
+        Ok(started) => started,
+        Err(why) => {
+            tracing::warn!("Failed to load plugin '{}': {why}", manifest.name);
+            entry.error = Some(why);
+            return;
+        }
+    };
+    // A plugin that failed before registering anything has nothing to run: its worker
+    // goes (when `plugin` is dropped) rather than idling for the rest of the run.
+    if hello.error.is_none() || !hello.callbacks.is_empty() {
+        entry.worker_pid = SupervisedWorker::status(&*plugin).0;
+        entry.worker = Some(plugin.clone());
+    }
+    for warning in &hello.warnings {
+        tracing::warn!("{warning}");
+        entry.warnings.push(warning.clone());
+    }
+    let mut hooks: Vec<(&str, Vec<String>)> = Vec::new();
+    for (hook, callback) in &hello.callbacks {
+        let label = format!("{}::{callback}", manifest.name);
+        match hooks.iter_mut().find(|(h, _)| h == hook) {
+            Some((_, labels)) => labels.push(label),
+            None => hooks.push((hook, vec![label])),
+        }
+        if hermes_hooks_abi::hooks::spec(hook).is_none() {
+            warn_unknown_hook(&manifest.name, hook);
+            entry.unknown_hooks.push(hook.clone());
+        }
+        entry.hooks.push(hook.clone());
+    }
+    for (hook, labels) in hooks {
+        let group = python::HookGroup {
+            plugin: plugin.clone(),
+            count: labels.len(),
+            label: labels.join(", "),
+        };
+        registry.add_group(
+            hook,
+            crate::registry::Source::Python(manifest.name.as_str().into()),
+            labels,
+            std::sync::Arc::new(group),
+        );
+    }
+    if let Some(error) = hello.error {
+        let error = format!("{}: {error}", entry.dir.join("__init__.py").display());
+        tracing::warn!("Failed to load plugin '{}': {error}", manifest.name);
+        entry.error = Some(error);
+    }
+}
+
+/// The reference's line for a hook name this host does not know, then the closest name
+/// when there is one.
+fn warn_unknown_hook(plugin: &str, hook: &str) {
+    let names = hermes_hooks_abi::hooks::names_sorted();
+    let hint = crate::pyfmt::close_match(hook, &names, 0.6)
+        .map(|close| format!("; did you mean '{close}'?"))
+        .unwrap_or_default();
+    tracing::warn!(
+        "Plugin '{plugin}' registered unknown hook '{hook}' (valid: {}){hint}",
+        names.join(", ")
+    );
 }
 
 /// Merges the user's `settings` over a plugin's `config`: mappings key by key, all the way
@@ -460,15 +584,7 @@ fn add_registration(
             continue;
         }
         if hermes_hooks_abi::hooks::spec(&hook).is_none() {
-            // The reference's line, then the closest name when there is one.
-            let names = hermes_hooks_abi::hooks::names_sorted();
-            let hint = crate::pyfmt::close_match(&hook, &names, 0.6)
-                .map(|close| format!("; did you mean '{close}'?"))
-                .unwrap_or_default();
-            tracing::warn!(
-                "Plugin '{plugin}' registered unknown hook '{hook}' (valid: {}){hint}",
-                names.join(", ")
-            );
+            warn_unknown_hook(plugin, &hook);
             entry.unknown_hooks.push(hook.clone());
         }
         entry.hooks.push(hook.clone());

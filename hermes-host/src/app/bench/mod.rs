@@ -45,16 +45,19 @@ pub enum System {
     Native,
     /// Shell hooks.
     Shell,
+    /// Python plugins, each measured as one round trip to its worker.
+    Python,
     /// Gateway hooks.
     Gateway,
 }
 
 impl System {
-    /// `native`, `shell` or `gateway`.
+    /// `native`, `shell`, `python` or `gateway`.
     pub fn as_str(self) -> &'static str {
         match self {
             System::Native => "native",
             System::Shell => "shell",
+            System::Python => "python",
             System::Gateway => "gateway",
         }
     }
@@ -273,6 +276,7 @@ fn gateway_events(gateway: Option<&GatewayHooks>) -> Vec<String> {
 fn system_of(source: &Source) -> System {
     match source {
         Source::Shell => System::Shell,
+        Source::Python(_) => System::Python,
         Source::Plugin(_) | Source::Host => System::Native,
     }
 }
@@ -430,13 +434,37 @@ pub fn run(
                         measure::measure(&fire, &plan.budget, true, stop)
                     })
                 }
+                // A group (a Python plugin's callbacks for this hook) answers in one round
+                // trip: measured once, at its first member, under the plugin's name.
+                Callback::Member(_, member) if *member > 0 => continue,
+                Callback::Member(group, _) => {
+                    let members = entries
+                        .iter()
+                        .filter(|e| matches!(&e.callback, Callback::Member(g, _) if Arc::ptr_eq(g, group)))
+                        .count();
+                    let fire = |i: u64| -> Fired {
+                        let view = EventView::new(event, pick(i), no_host_calls());
+                        match group.run_all(&view).into_iter().find_map(Result::err) {
+                            Some(e) => Err(e),
+                            None => Ok(()),
+                        }
+                    };
+                    let name = match &entry.source {
+                        Source::Python(name) => name.to_string(),
+                        _ => entry.label.clone(),
+                    };
+                    let label = format!("{name} {}", count(members, "callback"));
+                    row(system, event, &label, "plugin", {
+                        measure::measure(&fire, &plan.budget, false, stop)
+                    })
+                }
             };
             results.rows.push(row);
         }
         if selected_any && !stop.load(Ordering::Relaxed) {
             let inline = entries
                 .iter()
-                .all(|e| !matches!(e.callback, Callback::External(_)));
+                .all(|e| !matches!(e.callback, Callback::External(_) | Callback::Member(..)));
             let fire = |i: u64| -> Fired {
                 let before = failures.load(Ordering::Relaxed);
                 std::hint::black_box(registry.fire(event, pick(i)));

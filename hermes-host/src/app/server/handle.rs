@@ -109,6 +109,8 @@ fn pre_gateway_dispatch(core: &Core, chat: &Chat, message: &Inbound) -> Dispatch
         text: &message.text,
         message_id: message.message_id.as_deref(),
         session_key: &chat.key,
+        chat_type: &message.chat_type,
+        user_name: message.user_name.as_deref(),
     };
     let started = Instant::now();
     let agent = core.agent();

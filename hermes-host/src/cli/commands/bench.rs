@@ -38,10 +38,11 @@ pub fn run(args: BenchArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         systems.push(match s.as_str() {
             "native" => System::Native,
             "shell" => System::Shell,
+            "python" => System::Python,
             "gateway" => System::Gateway,
             other => {
                 return usage(format!(
-                    "unknown system '{other}' (valid: native, shell, gateway)"
+                    "unknown system '{other}' (valid: native, python, shell, gateway)"
                 ));
             }
         });

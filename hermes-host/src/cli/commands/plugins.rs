@@ -33,6 +33,7 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
             name,
             hooks,
             gateway,
+            python,
             path,
             force,
             author,
@@ -45,8 +46,15 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
                 gateway,
                 author,
                 description,
-                checkout: template::build_checkout(),
+                checkout: if python {
+                    None
+                } else {
+                    template::build_checkout()
+                },
             };
+            if python {
+                return new_python(&answers, path.as_deref(), force);
+            }
             new(&answers, path.as_deref(), force)
         }
         PluginsCommand::Install {
@@ -113,9 +121,24 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         for warning in &p.warnings {
             println!("      warning: {warning}");
         }
-        if p.isolation == hermes_host::plugins::Isolation::Process {
+        if p.kind == hermes_host::plugins::PluginKind::Python {
+            let interpreter = p
+                .interpreter
+                .as_ref()
+                .map_or_else(|| "python3".to_string(), |i| i.display().to_string());
             match &p.worker {
-                Some(worker) => println!("      isolation: process ({})", worker_status(worker)),
+                Some(worker) => println!(
+                    "      kind: python ({interpreter}, {})",
+                    worker_status(worker.as_ref())
+                ),
+                None => println!("      kind: python ({interpreter})"),
+            }
+        } else if p.isolation == hermes_host::plugins::Isolation::Process {
+            match &p.worker {
+                Some(worker) => println!(
+                    "      isolation: process ({})",
+                    worker_status(worker.as_ref())
+                ),
                 None => println!("      isolation: process"),
             }
         }
@@ -169,6 +192,8 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "config": p.config,
         "settings": p.settings,
         "static": p.linked_static,
+        "kind": p.kind.as_str(),
+        "interpreter": p.interpreter,
         "isolation": p.isolation.as_str(),
         "worker_pid": p.worker.as_ref().and_then(|w| w.status().0),
         "worker_restarts": p.worker.as_ref().map(|w| w.status().1),
@@ -177,7 +202,7 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
 }
 
 /// `worker pid 123, 2 restarts, last crash: SIGSEGV (signal 11)`.
-fn worker_status(worker: &hermes_host::isolation::Isolated) -> String {
+fn worker_status(worker: &dyn hermes_host::plugins::SupervisedWorker) -> String {
     let (pid, restarts, last_crash) = worker.status();
     let mut text = match pid {
         Some(pid) => format!("worker pid {pid}"),
@@ -188,6 +213,36 @@ fn worker_status(worker: &hermes_host::isolation::Isolated) -> String {
         text.push_str(&format!(", last crash: {cause}"));
     }
     text
+}
+
+/// `hermes plugins new --python`: writes a Python plugin into `<path>/<name>`.
+fn new_python(
+    answers: &template::Answers,
+    path: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<ExitStatus> {
+    let files = crate::cli::template_python::render(answers);
+    let dir = path.unwrap_or(Path::new(".")).join(&answers.name);
+    template::write(&dir, &files, force)?;
+    println!(
+        "Created Python plugin '{}' in {} (hooks: {}).",
+        answers.name,
+        dir.display(),
+        if answers.hooks.is_empty() {
+            "none yet".to_string()
+        } else {
+            answers.hooks.join(", ")
+        }
+    );
+    println!();
+    println!("Next:");
+    println!("  cd {}", dir.display());
+    println!("  python3 -m unittest");
+    println!("  hermes plugins install .");
+    println!(
+        "  hermes plugins fire pre_tool_call --payload '{{\"tool_name\": \"terminal\", \"args\": {{\"command\": \"rm -rf /\"}}}}'"
+    );
+    Ok(ExitStatus::Success)
 }
 
 /// `hermes plugins new`: renders the embedded template into `<path>/<name>`.
@@ -292,9 +347,12 @@ fn install(
     as_json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let home = &settings.home;
+    if !crate_dir.join("Cargo.toml").is_file() && crate_dir.join("__init__.py").is_file() {
+        return install_python(settings, crate_dir, as_json);
+    }
     if !crate_dir.join("Cargo.toml").is_file() {
         bail!(
-            "{} has no Cargo.toml; give the directory of the plugin crate",
+            "{} has no Cargo.toml and no __init__.py; give the directory of a plugin crate (Rust) or of a Python plugin (plugin.yaml and __init__.py)",
             crate_dir.display()
         );
     }
@@ -393,6 +451,105 @@ fn install(
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// `plugins install DIR` for a Python plugin: a copy of the directory (no build), put in
+/// place whole, then enabled.
+fn install_python(settings: &Settings, dir: &Path, as_json: bool) -> anyhow::Result<ExitStatus> {
+    let home = &settings.home;
+    let manifest = Manifest::read(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Err(why) = hermes_host::trust::plugin_name(&manifest.name) {
+        bail!("{}: {why}", dir.join("plugin.yaml").display());
+    }
+    let plugins = home.plugins_dir();
+    let dest = plugins.join(&manifest.name);
+    if dest.is_symlink() {
+        bail!(
+            "{} is a symbolic link; `plugins install` writes only inside plugins/<name>/ itself. Remove the link (or copy the plugin by hand into where it points) and run install again",
+            dest.display()
+        );
+    }
+    std::fs::create_dir_all(&plugins)
+        .with_context(|| format!("cannot create {}", plugins.display()))?;
+    // Copied beside its place, then swapped in: a running host never sees half a plugin.
+    let staging = plugins.join(format!(
+        ".{}.installing-{}",
+        manifest.name,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&staging);
+    let mut skipped = Vec::new();
+    copy_tree(dir, &staging, &mut skipped)
+        .with_context(|| format!("cannot copy {} to {}", dir.display(), staging.display()))?;
+    let old = plugins.join(format!(
+        ".{}.replaced-{}",
+        manifest.name,
+        std::process::id()
+    ));
+    if dest.exists() {
+        std::fs::rename(&dest, &old)
+            .with_context(|| format!("cannot move the installed {} aside", dest.display()))?;
+    }
+    std::fs::rename(&staging, &dest)
+        .with_context(|| format!("cannot install into {}", dest.display()))?;
+    let _ = std::fs::remove_dir_all(&old);
+    for path in &skipped {
+        tracing::warn!(
+            "{}: a symbolic link, not copied; copy what it points to into the plugin directory",
+            path.display()
+        );
+    }
+    let (mut config, problem) = home.load_config();
+    if let Some(problem) = problem {
+        bail!(
+            "installed into {}, but could not enable it: {problem}",
+            dest.display()
+        );
+    }
+    if config.enable_plugin(&manifest.name) {
+        home.save_config(&config)?;
+    }
+    if as_json {
+        println!(
+            "{}",
+            json!({ "plugin": manifest.name, "dir": dest, "kind": "python", "enabled": true })
+        );
+    } else {
+        println!(
+            "Installed Python plugin '{}' {} into {} and enabled it.",
+            manifest.name,
+            manifest.version,
+            dest.display()
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Copies the files and directories of `from` into a new `to` (mode 0700 directories,
+/// files with their mode less group and other write), leaving out `__pycache__`, `.git`
+/// and symbolic links (listed in `skipped`).
+fn copy_tree(from: &Path, to: &Path, skipped: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new().mode(0o700).create(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == "__pycache__" || name == ".git" {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        let (src, dst) = (entry.path(), to.join(&name));
+        if kind.is_symlink() {
+            skipped.push(src);
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst, skipped)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst)?;
+            let mode = std::fs::metadata(&src)?.permissions().mode() & 0o755;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a leftover temporary file (or a symlink planted in its place, which writing
@@ -607,7 +764,15 @@ fn fire(
     println!("Outcome: {summary}");
     for p in &registry.report().plugins {
         if let Some(worker) = &p.worker {
-            println!("Isolated plugin '{}': {}", p.name, worker_status(worker));
+            let kind = match p.kind {
+                hermes_host::plugins::PluginKind::Python => "Python",
+                hermes_host::plugins::PluginKind::Native => "Isolated",
+            };
+            println!(
+                "{kind} plugin '{}': {}",
+                p.name,
+                worker_status(worker.as_ref())
+            );
         }
     }
     Ok(ExitStatus::Success)

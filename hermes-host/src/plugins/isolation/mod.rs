@@ -27,13 +27,11 @@
 
 pub mod wire;
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult, RStr, RString};
@@ -43,21 +41,14 @@ use hermes_hooks_abi::core::{
 
 use super::load::{load_library, register};
 use super::manifest::Manifest;
-use crate::process::{CrashRecord, Group, stderr_stdio};
+use super::supervisor::{self, NoAnswer, Supervisor, death_cause, seconds};
+pub use super::supervisor::{CRASH_WINDOW, DEFAULT_TIMEOUT, MAX_CRASHES};
+use crate::process::{Group, stderr_stdio};
 use crate::registry::{ExternalHook, HookResult};
 use wire::{Answer, Body, Kind, Value};
 
 /// The first argument that makes the host's program a plugin worker.
 pub const WORKER_ARG: &str = "__hermes-plugin-worker";
-
-/// Default seconds an isolated callback may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Crashes within [`CRASH_WINDOW`] that disable a plugin.
-pub const MAX_CRASHES: usize = 5;
-
-/// The window [`MAX_CRASHES`] counts in.
-pub const CRASH_WINDOW: Duration = Duration::from_secs(60);
 
 /// How long a worker has to load the library and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -232,23 +223,26 @@ fn from_field(f: &FieldValue<'_>) -> Value {
 // ---------------------------------------------------------------------------------------
 // The host side
 
-/// An isolated plugin: how to start its worker, the running worker, its crash record.
+/// An isolated plugin: how to start its worker, and the worker under supervision.
 pub struct Isolated {
-    name: String,
+    launch: Launch,
+    supervisor: Supervisor<Worker>,
+}
+
+/// What starting the worker takes.
+struct Launch {
     library: PathBuf,
     dir: PathBuf,
+    name: String,
     config_json: String,
-    timeout: Duration,
     memory_limit: Option<u64>,
-    fail_closed: bool,
-    state: Mutex<State>,
 }
 
 impl std::fmt::Debug for Isolated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (pid, restarts, last_crash) = self.status();
         f.debug_struct("Isolated")
-            .field("name", &self.name)
+            .field("name", &self.supervisor.name)
             .field("pid", &pid)
             .field("restarts", &restarts)
             .field("last_crash", &last_crash)
@@ -256,27 +250,15 @@ impl std::fmt::Debug for Isolated {
     }
 }
 
-struct State {
-    worker: Option<Worker>,
-    crashes: CrashRecord,
-    restarts: u64,
-    last_crash: Option<String>,
-}
-
-impl State {
-    fn new() -> State {
-        State {
-            worker: None,
-            crashes: CrashRecord::new(CRASH_WINDOW, Duration::from_millis(100), MAX_CRASHES),
-            restarts: 0,
-            last_crash: None,
-        }
-    }
-}
-
 struct Worker {
     group: Group,
     stream: UnixStream,
+}
+
+impl supervisor::Worker for Worker {
+    fn group(&mut self) -> &mut Group {
+        &mut self.group
+    }
 }
 
 /// What a started worker registered.
@@ -300,56 +282,68 @@ impl Isolated {
     /// The worker program is missing, cannot start, or does not say hello properly; the
     /// message names the library.
     pub fn start(manifest: &Manifest, dir: &Path) -> Result<Started, String> {
-        let plugin = Arc::new(Isolated {
-            name: manifest.name.clone(),
+        let launch = Launch {
             library: dir.join(&manifest.library),
             dir: dir.to_path_buf(),
+            name: manifest.name.clone(),
             config_json: manifest.config.to_string(),
-            timeout: manifest
-                .timeout
-                .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
             memory_limit: manifest.memory_limit,
-            fail_closed: manifest.fail_closed,
-            state: Mutex::new(State::new()),
-        });
-        let (worker, hello) = plugin.spawn()?;
-        let (callbacks, error) = (hello.callbacks, hello.error);
+        };
+        let (worker, hello) = launch.spawn()?;
         let pid = worker.group.id();
-        if let Ok(mut state) = plugin.state.lock() {
-            state.worker = Some(worker);
-        }
+        let timeout = manifest
+            .timeout
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64);
+        let supervisor = Supervisor::new(
+            &manifest.name,
+            timeout,
+            manifest.memory_limit,
+            manifest.fail_closed,
+            Some(worker),
+        );
         Ok(Started {
-            plugin,
-            callbacks,
-            error,
+            plugin: Arc::new(Isolated { launch, supervisor }),
+            callbacks: hello.callbacks,
+            error: hello.error,
             pid,
         })
     }
 
     /// The plugin's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.supervisor.name
     }
 
     /// The running worker's pid, how often it was restarted, and the last crash's cause.
     pub fn status(&self) -> (Option<u32>, u64, Option<String>) {
-        match self.state.lock() {
-            Ok(s) => (
-                s.worker.as_ref().map(|w| w.group.id()),
-                s.restarts,
-                s.last_crash.clone(),
-            ),
-            Err(_) => (None, 0, None),
-        }
+        self.supervisor.status()
     }
 
+    /// Fires callback `index` of the worker; every failure is handled here.
+    fn call(&self, index: usize, label: &str, view: &EventView<'_>) -> HookResult {
+        let hook = view.hook.as_str();
+        let timeout = self.supervisor.timeout;
+        let spawn = || self.launch.spawn().map(|(worker, _)| worker);
+        let answer = self.supervisor.exchange(hook, label, spawn, |worker| {
+            exchange(worker, index, view, timeout)
+        });
+        match answer {
+            Ok(Answer::None) => Ok(None),
+            Ok(Answer::Reply(action, text, json)) => {
+                let mut reply = Reply::new(&action, text);
+                reply.json = json.into();
+                Ok(Some(reply))
+            }
+            Ok(Answer::Error(e)) => Err(e),
+            Err(NoAnswer(why)) => Ok(self.supervisor.fallback(hook, &why)),
+        }
+    }
+}
+
+impl Launch {
     fn spawn(&self) -> Result<(Worker, wire::Hello), String> {
         let program = worker_program()
             .ok_or("cannot find the program to run plugin workers; set HERMES_PLUGIN_WORKER")?;
-        let (host_end, worker_end) =
-            UnixStream::pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
-        let worker_fd: OwnedFd = worker_end.into();
-        let raw = worker_fd.as_raw_fd();
         let mut cmd = Command::new(&program);
         cmd.arg(WORKER_ARG)
             .arg(&self.library)
@@ -360,26 +354,8 @@ impl Isolated {
             .stdin(Stdio::null())
             .stdout(stderr_stdio())
             .stderr(Stdio::inherit());
-        // SAFETY: only async-signal-safe calls between fork and exec: dup2, fcntl, prctl.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(raw, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let flags = libc::fcntl(3, libc::F_GETFD);
-                libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                #[cfg(target_os = "linux")]
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let group = Group::spawn(&mut cmd)
-            .map_err(|e| format!("cannot start the plugin worker {}: {e}", program.display()))?;
-        drop(worker_fd);
-        let mut worker = Worker {
-            group,
-            stream: host_end,
-        };
+        let (group, stream) = supervisor::spawn_on_socket(&mut cmd, &program)?;
+        let mut worker = Worker { group, stream };
         let _ = worker.stream.set_read_timeout(Some(START_TIMEOUT));
         let hello = match wire::read_frame(&mut worker.stream) {
             Ok((Kind::Hello, mut r)) => wire::Hello::decode(&mut r).map_err(|e| e.to_string()),
@@ -397,184 +373,71 @@ impl Isolated {
             }
         }
     }
+}
 
-    /// Fires callback `index` of the worker; every failure is handled here.
-    fn call(&self, index: usize, label: &str, view: &EventView<'_>) -> HookResult {
-        let hook = view.hook.as_str();
-        let Ok(mut state) = self.state.lock() else {
-            return Ok(None);
-        };
-        if state.crashes.exhausted() {
-            return Ok(self.fallback(hook, "it is disabled after repeated crashes"));
-        }
-        if state.worker.is_none() {
-            if !state.crashes.may_start(Instant::now()) {
-                let why = state.last_crash.clone().unwrap_or_default();
-                return Ok(self.fallback(hook, &format!("its worker is restarting ({why})")));
+impl super::SupervisedWorker for Isolated {
+    fn status(&self) -> (Option<u32>, u64, Option<String>) {
+        self.supervisor.status()
+    }
+
+    fn restart(&self) {
+        self.supervisor.restart();
+    }
+}
+
+/// One firing of callback `index`: the fire frame, the host calls the callback makes, and
+/// its answer. An error is a crash (see [`Supervisor::exchange`]).
+fn exchange(
+    worker: &mut Worker,
+    index: usize,
+    view: &EventView<'_>,
+    timeout: Duration,
+) -> Result<Answer, String> {
+    let mut body = Body::default();
+    body.u32(index as u32).str(view.hook.as_str());
+    body.u32(view.fields.len() as u32);
+    for f in view.fields.iter() {
+        body.str(f.name.as_str()).value(&from_field(&f.value));
+    }
+    let _ = worker.stream.set_read_timeout(Some(timeout));
+    wire::write_frame(&mut worker.stream, Kind::Fire, &body)
+        .map_err(|e| format!("cannot write to its worker: {e}"))?;
+    loop {
+        match wire::read_frame(&mut worker.stream) {
+            Ok((Kind::Answer, mut r)) => {
+                return r
+                    .answer()
+                    .and_then(|a| r.end().map(|()| a))
+                    .map_err(|e| e.to_string());
             }
-            state.restarts += 1;
-            match self.spawn() {
-                Ok((worker, _)) => state.worker = Some(worker),
-                Err(why) => {
-                    self.crashed(&mut state, hook, label, why.clone());
-                    return Ok(self.fallback(hook, &why));
-                }
-            }
-        }
-        let Some(worker) = state.worker.as_mut() else {
-            return Ok(None);
-        };
-        let mut body = Body::default();
-        body.u32(index as u32).str(hook);
-        body.u32(view.fields.len() as u32);
-        for f in view.fields.iter() {
-            body.str(f.name.as_str()).value(&from_field(&f.value));
-        }
-        let _ = worker.stream.set_read_timeout(Some(self.timeout));
-        let sent = wire::write_frame(&mut worker.stream, Kind::Fire, &body);
-        let answer = match sent {
-            Err(e) => Err(format!("cannot write to its worker: {e}")),
-            Ok(()) => loop {
-                match wire::read_frame(&mut worker.stream) {
-                    Ok((Kind::Answer, mut r)) => {
-                        break r
-                            .answer()
-                            .and_then(|a| r.end().map(|()| a))
-                            .map_err(|e| e.to_string());
-                    }
-                    Ok((Kind::Call, mut r)) => {
-                        // A capability the callback asked for, with this firing's host.
-                        let (capability, args) = match (r.str(), r.str()) {
-                            (Ok(c), Ok(a)) => (c, a),
-                            (Err(e), _) | (_, Err(e)) => break Err(e.to_string()),
-                        };
-                        let result = view
-                            .host
-                            .call(capability.as_str().into(), args.as_str().into());
-                        let mut reply = Body::default();
-                        match result {
-                            RResult::ROk(answer) => reply.u8(1).str(answer.as_str()),
-                            RResult::RErr(error) => reply.u8(0).str(error.as_str()),
-                        };
-                        if let Err(e) =
-                            wire::write_frame(&mut worker.stream, Kind::CallResult, &reply)
-                        {
-                            break Err(format!("cannot write to its worker: {e}"));
-                        }
-                    }
-                    Ok((kind, _)) => {
-                        break Err(format!("sent a {kind:?} frame instead of an answer"));
-                    }
-                    Err(wire::WireError::Io(e))
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        break Err(format!("killed after timeout {}", seconds(self.timeout)));
-                    }
-                    Err(e) => break Err(e.to_string()),
-                }
-            },
-        };
-        match answer {
-            Ok(Answer::None) => Ok(None),
-            Ok(Answer::Reply(action, text, json)) => {
-                let mut reply = Reply::new(&action, text);
-                reply.json = json.into();
-                Ok(Some(reply))
-            }
-            Ok(Answer::Error(e)) => Err(e),
-            Err(why) => {
-                let Some(mut worker) = state.worker.take() else {
-                    return Ok(None);
+            Ok((Kind::Call, mut r)) => {
+                // A capability the callback asked for, with this firing's host.
+                let (capability, args) = match (r.str(), r.str()) {
+                    (Ok(c), Ok(a)) => (c, a),
+                    (Err(e), _) | (_, Err(e)) => return Err(e.to_string()),
                 };
-                let cause = if why.starts_with("killed after timeout") {
-                    let _ = crate::process::kill_group(worker.group.id());
-                    why
-                } else if why.starts_with("sent") {
-                    let _ = crate::process::kill_group(worker.group.id());
-                    format!("its worker {why}")
-                } else {
-                    death_cause(&mut worker.group, self.memory_limit)
+                let result = view
+                    .host
+                    .call(capability.as_str().into(), args.as_str().into());
+                let mut reply = Body::default();
+                match result {
+                    RResult::ROk(answer) => reply.u8(1).str(answer.as_str()),
+                    RResult::RErr(error) => reply.u8(0).str(error.as_str()),
                 };
-                worker.group.kill();
-                self.crashed(&mut state, hook, label, cause.clone());
-                Ok(self.fallback(hook, &cause))
+                wire::write_frame(&mut worker.stream, Kind::CallResult, &reply)
+                    .map_err(|e| format!("cannot write to its worker: {e}"))?;
             }
+            Ok((kind, _)) => return Err(format!("sent a {kind:?} frame instead of an answer")),
+            Err(wire::WireError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!("killed after timeout {}", seconds(timeout)));
+            }
+            Err(e) => return Err(e.to_string()),
         }
-    }
-
-    fn crashed(&self, state: &mut State, hook: &str, label: &str, cause: String) {
-        state.crashes.record(Instant::now());
-        state.last_crash = Some(cause.clone());
-        tracing::warn!(
-            "Plugin '{}' crashed in hook '{hook}' (callback {label}): {cause}; its worker restarts at the next firing",
-            self.name
-        );
-        if state.crashes.exhausted() {
-            tracing::warn!(
-                "Plugin '{}' crashed {MAX_CRASHES} times within {}s and is disabled for the rest of this run; fix it, then start the agent again (`hermes plugins fire` reproduces a crash)",
-                self.name,
-                CRASH_WINDOW.as_secs()
-            );
-        }
-    }
-
-    /// The answer in place of a crashed callback's: none, or a block when fail-closed.
-    fn fallback(&self, hook: &str, why: &str) -> Option<Reply> {
-        (self.fail_closed && hook == "pre_tool_call").then(|| {
-            Reply::new(
-                "block",
-                format!(
-                    "blocked: plugin '{}' guards this tool call and is not answering ({why})",
-                    self.name
-                ),
-            )
-        })
-    }
-}
-
-/// Why a worker is gone: its exit status or signal, waited for at most a second.
-fn death_cause(group: &mut Group, memory_limit: Option<u64>) -> String {
-    let status = group.wait_until(Instant::now() + Duration::from_secs(1));
-    match status {
-        Some(status) => describe(status, memory_limit),
-        None => "its worker stopped answering and was killed".into(),
-    }
-}
-
-fn describe(status: ExitStatus, memory_limit: Option<u64>) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(signal)) => {
-            let name = match signal {
-                libc::SIGSEGV => "SIGSEGV",
-                libc::SIGABRT => "SIGABRT",
-                libc::SIGBUS => "SIGBUS",
-                libc::SIGILL => "SIGILL",
-                libc::SIGFPE => "SIGFPE",
-                libc::SIGKILL => "SIGKILL",
-                _ => "signal",
-            };
-            let oom = match (signal, memory_limit) {
-                (libc::SIGABRT, Some(limit)) => {
-                    format!("; out of memory? its memory_limit is {} MiB", limit >> 20)
-                }
-                _ => String::new(),
-            };
-            format!("{name} (signal {signal}){oom}")
-        }
-        (None, None) => format!("{status}"),
-    }
-}
-
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s} s")
     }
 }
 

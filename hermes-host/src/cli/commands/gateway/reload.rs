@@ -4,7 +4,7 @@
 //! A reload reads `config.yaml`, the shell hooks (consent is asked again, as at start),
 //! the gateway hook directories and the plugin list again, and swaps the new agent in.
 //! Messages handled from then on use it; turns already running finish with the hooks they
-//! started with. Isolated plugins get fresh workers on their library as it is now. An
+//! started with. Isolated and Python plugins get fresh workers on their code as it is now. An
 //! in-process plugin cannot be unloaded (abi_stable keeps a library loaded for the life of
 //! the process), so one whose library changed on disk gets a line saying that the gateway
 //! must be restarted for it.

@@ -1,0 +1,562 @@
+//! Hermes Python plugins: a plugin directory with `plugin.yaml` and an `__init__.py` whose
+//! `register(ctx)` calls `ctx.register_hook(...)`, run unchanged in a Python worker process
+//! the host starts and supervises.
+//!
+//! The worker is the script `python_driver.py` beside this file, compiled into the binary
+//! and run with the configured interpreter (`plugins.python` in `config.yaml`, else
+//! `python3` on `PATH`, so the user's site-packages are there). See the script for the
+//! protocol: JSON lines on a socket (fd 3) that nothing else writes to, and a separate pipe
+//! (fd 1 and 2) that carries `print()` and `logging` records into the host's log, under
+//! target `plugin` with the plugin's name, filtered by `HERMES_LOG` like everything else.
+//!
+//! One firing is one round trip per plugin, however many callbacks the plugin registered
+//! for the hook: the plugin's callbacks of one hook are one [`ExternalGroup`] in the
+//! registry, one entry per callback, so order, labels and aggregation are those of every
+//! other callback. A hook no Python plugin registered never reaches a worker.
+//!
+//! Supervision is [`isolation`](super::isolation)'s: a worker that crashes, exits or
+//! hangs past the plugin's `timeout` is killed and named, the firing counts as no opinion
+//! (a block on `pre_tool_call` with `fail_closed: true`), and the worker starts again after
+//! a backoff, until [`MAX_CRASHES`](super::supervisor::MAX_CRASHES) crashes in a minute
+//! disable it.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::RResult;
+use hermes_hooks_abi::core::{EventView, FieldValue, Reply};
+use serde_json::{Map, Value};
+
+use super::manifest::Manifest;
+use super::supervisor::{self, DEFAULT_TIMEOUT, NoAnswer, Supervisor, death_cause, seconds};
+use crate::logging::PluginLogger;
+use crate::process::Group;
+use crate::registry::{ExternalGroup, HookResult};
+
+/// The worker script, run with `<python> -c`.
+pub const DRIVER_PY: &str = include_str!("python_driver.py");
+
+/// How long a worker has to import the plugin, run `register` and say hello.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The longest protocol line accepted from a worker (a transform's replacement text, say).
+const MAX_LINE: u64 = 64 << 20;
+
+/// How many log lines a second one worker may put in the host's log; the rest are counted
+/// and reported, so a plugin that floods `print()` cannot flood the log.
+const LOG_LINES_PER_SECOND: u32 = 200;
+
+/// The interpreter for Python plugins: `plugins.python` of `config.yaml`, else `python3`.
+pub fn interpreter(config: &crate::home::Config) -> PathBuf {
+    config
+        .get("plugins")
+        .and_then(|p| p.get("python"))
+        .and_then(yaml_serde::Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map_or_else(|| PathBuf::from("python3"), PathBuf::from)
+}
+
+/// A Python plugin: how to start its worker, and the worker under supervision.
+pub struct PythonPlugin {
+    launch: Launch,
+    supervisor: Supervisor<Worker>,
+}
+
+impl std::fmt::Debug for PythonPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (pid, restarts, last_crash) = self.supervisor.status();
+        f.debug_struct("PythonPlugin")
+            .field("name", &self.supervisor.name)
+            .field("interpreter", &self.launch.interpreter)
+            .field("pid", &pid)
+            .field("restarts", &restarts)
+            .field("last_crash", &last_crash)
+            .finish()
+    }
+}
+
+/// What starting a worker takes.
+#[derive(Clone)]
+struct Launch {
+    interpreter: PathBuf,
+    dir: PathBuf,
+    key: String,
+    name: String,
+}
+
+struct Worker {
+    group: Group,
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+    /// Closed by the log thread when it has forwarded everything the worker wrote.
+    log_done: std::sync::mpsc::Receiver<()>,
+}
+
+/// How long a worker that is let go may take to exit, and its last log lines to arrive.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
+impl Drop for Worker {
+    /// Ends the protocol, which the worker takes as its cue to exit, and waits a little for
+    /// it and for its last log lines, so that what a plugin printed just before the host
+    /// let it go (at exit, or at a reload) is still in the log. Whatever is still running
+    /// then is killed with the group.
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let deadline = Instant::now() + STOP_GRACE;
+        if self.group.wait_until(deadline).is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = self.log_done.recv_timeout(left);
+        }
+    }
+}
+
+impl supervisor::Worker for Worker {
+    fn group(&mut self) -> &mut Group {
+        &mut self.group
+    }
+}
+
+/// What a worker said once it had imported the plugin and run `register`.
+#[derive(Debug, Default)]
+pub struct Hello {
+    /// `(hook, callback name)` in registration order.
+    pub callbacks: Vec<(String, String)>,
+    /// Calls to `ctx` methods this host does not offer, one line each.
+    pub warnings: Vec<String>,
+    /// The import's or `register`'s exception, as its last line.
+    pub error: Option<String>,
+}
+
+/// A worker started and not yet heard from: starting every plugin's worker first and
+/// waiting for their hellos after lets the interpreters start in parallel.
+pub struct Launching {
+    launch: Launch,
+    manifest: Manifest,
+    worker: Result<Worker, String>,
+}
+
+/// Starts the worker of the Python plugin in `dir` (key `key` under `plugins/`), with
+/// `interpreter`. Returns at once; [`Launching::finish`] waits for its hello.
+pub fn launch(manifest: &Manifest, key: &str, dir: &Path, interpreter: &Path) -> Launching {
+    let launch = Launch {
+        interpreter: interpreter.to_path_buf(),
+        dir: dir.to_path_buf(),
+        key: key.to_string(),
+        name: manifest.name.clone(),
+    };
+    let worker = launch.spawn();
+    Launching {
+        launch,
+        manifest: manifest.clone(),
+        worker,
+    }
+}
+
+impl Launching {
+    /// Waits for the worker's hello and returns the supervised plugin with what it
+    /// registered.
+    ///
+    /// # Errors
+    ///
+    /// The interpreter is missing, or the worker died or said nothing sensible before its
+    /// hello; the message names the plugin's directory and says what to do.
+    pub fn finish(self) -> Result<(Arc<PythonPlugin>, Hello), String> {
+        let mut worker = self.worker?;
+        let hello = worker.hello(&self.launch)?;
+        let timeout = self
+            .manifest
+            .timeout
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64);
+        let supervisor = Supervisor::new(
+            &self.manifest.name,
+            timeout,
+            None,
+            self.manifest.fail_closed,
+            Some(worker),
+        );
+        let plugin = PythonPlugin {
+            launch: self.launch,
+            supervisor,
+        };
+        Ok((Arc::new(plugin), hello))
+    }
+}
+
+impl Launch {
+    fn spawn(&self) -> Result<Worker, String> {
+        let (log_read, log_write, log_write_2) = log_pipe()
+            .map_err(|e| format!("cannot create the log pipe of a Python plugin: {e}"))?;
+        let mut cmd = Command::new(&self.interpreter);
+        cmd.arg("-c")
+            .arg(DRIVER_PY)
+            .arg(&self.dir)
+            .arg(&self.key)
+            .arg(&self.name)
+            .arg(python_level().to_string())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdin(Stdio::null())
+            .stdout(log_write)
+            .stderr(log_write_2);
+        let (group, stream) =
+            supervisor::spawn_on_socket(&mut cmd, &self.interpreter).map_err(|why| {
+                if why.contains("No such file") {
+                    format!(
+                        "{}: cannot run Python plugins: the interpreter `{}` was not found; install python3 or set `plugins.python` in config.yaml to one",
+                        self.dir.display(),
+                        self.interpreter.display()
+                    )
+                } else {
+                    format!("{}: {why}", self.dir.display())
+                }
+            })?;
+        // The write ends now live only in the child, so the reader sees end of file when
+        // the worker (and whatever it started) is gone.
+        drop(cmd);
+        let name = self.name.clone();
+        let (done, log_done) = std::sync::mpsc::channel::<()>();
+        let _ = std::thread::Builder::new()
+            .name(format!("hermes-py-log-{name}"))
+            .spawn(move || {
+                forward_log(log_read, &name);
+                drop(done);
+            });
+        let reader = stream
+            .try_clone()
+            .map(BufReader::new)
+            .map_err(|e| format!("cannot read from the worker of plugin '{}': {e}", self.name))?;
+        Ok(Worker {
+            group,
+            stream,
+            reader,
+            log_done,
+        })
+    }
+}
+
+impl Worker {
+    fn hello(&mut self, launch: &Launch) -> Result<Hello, String> {
+        let message = self.read(Instant::now() + START_TIMEOUT);
+        let parsed = message.and_then(|m| {
+            let hello = m
+                .get("hello")
+                .ok_or_else(|| "sent something other than its hello".to_string())?;
+            let pairs = |v: &Value| -> Vec<(String, String)> {
+                v.as_array()
+                    .map(|items| {
+                        items
+                            .iter()
+                            .filter_map(|p| Some((p[0].as_str()?.into(), p[1].as_str()?.into())))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            Ok(Hello {
+                callbacks: pairs(&hello["hooks"]),
+                warnings: hello["warnings"]
+                    .as_array()
+                    .map(|w| {
+                        w.iter()
+                            .filter_map(|l| l.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                error: hello["error"].as_str().map(str::to_string),
+            })
+        });
+        parsed.map_err(|why| {
+            let cause = death_cause(&mut self.group, None);
+            format!(
+                "{}: the Python worker failed while loading the plugin ({why}; {cause}); run `{} -c 'import runpy; runpy.run_path(\"__init__.py\")'` in that directory to see the error",
+                launch.dir.display(),
+                launch.interpreter.display()
+            )
+        })
+    }
+
+    /// Reads one protocol line by `deadline`.
+    fn read(&mut self, deadline: Instant) -> Result<Value, String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("timed out".into());
+        }
+        let _ = self.stream.set_read_timeout(Some(left));
+        let mut line = Vec::new();
+        match (&mut self.reader)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => Err("closed its end of the protocol".into()),
+            Ok(_) if !line.ends_with(b"\n") => Err(format!(
+                "sent a line over {} MiB or cut short",
+                MAX_LINE >> 20
+            )),
+            Ok(_) => serde_json::from_slice(&line)
+                .map_err(|e| format!("sent a line that is not JSON ({e})")),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err("timed out".into())
+            }
+            Err(e) => Err(format!("cannot read from it: {e}")),
+        }
+    }
+
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.stream
+            .write_all(&line)
+            .map_err(|e| format!("cannot write to its worker: {e}"))
+    }
+}
+
+impl PythonPlugin {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.supervisor.name
+    }
+
+    /// The interpreter its worker runs on.
+    pub fn interpreter(&self) -> &Path {
+        &self.launch.interpreter
+    }
+
+    /// Fires `hook` in the worker: every callback of the plugin for it, in one round trip.
+    /// `count` answers, whatever happens; `label` names the callbacks in messages.
+    fn fire(&self, view: &EventView<'_>, count: usize, label: &str) -> Vec<HookResult> {
+        let hook = view.hook.as_str();
+        let timeout = self.supervisor.timeout;
+        let spawn = || {
+            let mut worker = self.launch.spawn()?;
+            let hello = worker.hello(&self.launch)?;
+            if let Some(error) = hello.error {
+                tracing::warn!(
+                    "Plugin '{}' failed to load again in its restarted worker: {error}",
+                    self.launch.name
+                );
+            }
+            Ok(worker)
+        };
+        let answers = self
+            .supervisor
+            .exchange(hook, label, spawn, |worker| exchange(worker, view, timeout));
+        match answers {
+            Ok(answers) => {
+                let mut answers: Vec<HookResult> = answers.iter().map(to_result).collect();
+                answers.resize_with(count, || Ok(None));
+                answers
+            }
+            Err(NoAnswer(why)) => {
+                let mut answers = vec![Ok(self.supervisor.fallback(hook, &why))];
+                answers.resize_with(count, || Ok(None));
+                answers
+            }
+        }
+    }
+}
+
+impl super::SupervisedWorker for PythonPlugin {
+    fn status(&self) -> (Option<u32>, u64, Option<String>) {
+        self.supervisor.status()
+    }
+
+    fn restart(&self) {
+        self.supervisor.restart();
+    }
+}
+
+/// One firing: the hook and its keyword arguments out, host calls answered, the answers
+/// back. An error is a crash (see [`Supervisor::exchange`]).
+fn exchange(
+    worker: &mut Worker,
+    view: &EventView<'_>,
+    timeout: Duration,
+) -> Result<Vec<Value>, String> {
+    let deadline = Instant::now() + timeout;
+    let message = serde_json::json!({ "fire": view.hook.as_str(), "kw": kwargs(view) });
+    worker.send(&message)?;
+    loop {
+        let mut message = match worker.read(deadline) {
+            Ok(message) => message,
+            Err(why) if why == "timed out" => {
+                return Err(format!("killed after timeout {}", seconds(timeout)));
+            }
+            Err(why) if why.starts_with("sent") => return Err(why),
+            Err(why) => return Err(format!("its worker {why}")),
+        };
+        if let Some(answers) = message.get_mut("answers") {
+            return match answers.take() {
+                Value::Array(answers) => Ok(answers),
+                _ => Err("sent answers that are not a list".into()),
+            };
+        }
+        let Some(capability) = message.get("call").and_then(Value::as_str) else {
+            return Err("sent a line that is neither answers nor a call".into());
+        };
+        let args = message
+            .get("args")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        let reply = match view.host.call(capability.into(), args.as_str().into()) {
+            RResult::ROk(answer) => {
+                let answer = serde_json::from_str::<Value>(answer.as_str())
+                    .unwrap_or_else(|_| Value::String(answer.into_string()));
+                serde_json::json!({ "ok": answer })
+            }
+            RResult::RErr(error) => serde_json::json!({ "error": error.as_str() }),
+        };
+        worker.send(&reply)?;
+    }
+}
+
+/// The hook's fields as the reference's keyword arguments: JSON fields as objects and lists,
+/// the rest as they are.
+fn kwargs(view: &EventView<'_>) -> Value {
+    let mut map = Map::with_capacity(view.fields.len());
+    for field in view.fields.iter() {
+        let value = match &field.value {
+            FieldValue::Null => Value::Null,
+            FieldValue::Bool(b) => Value::Bool(*b),
+            FieldValue::Int(i) => Value::from(*i),
+            FieldValue::Float(f) => Value::from(*f),
+            FieldValue::Str(s) => Value::String(s.as_str().to_string()),
+            FieldValue::Json(s) => {
+                serde_json::from_str(s.as_str()).unwrap_or_else(|_| Value::String(s.to_string()))
+            }
+        };
+        map.insert(field.name.as_str().to_string(), value);
+    }
+    Value::Object(map)
+}
+
+/// One answer of the worker as a callback's result.
+fn to_result(answer: &Value) -> HookResult {
+    match answer {
+        Value::Null => Ok(None),
+        Value::Array(parts) => {
+            let text = |i: usize| parts.get(i).and_then(Value::as_str).unwrap_or_default();
+            let mut reply = Reply::new(text(0), text(1).to_string());
+            reply.json = text(2).into();
+            Ok(Some(reply))
+        }
+        Value::Object(map) => Err(map
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("the callback raised")
+            .to_string()),
+        other => Err(format!("the worker answered {other} for it")),
+    }
+}
+
+/// A pipe for a worker's fd 1 and 2: the read end, and the write end twice. Every end is
+/// close-on-exec, so no other child inherits it and the reader sees end of file when the
+/// worker is gone.
+fn log_pipe() -> std::io::Result<(std::fs::File, OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`, which we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh from pipe2 and owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let write_2 = write.try_clone()?;
+    Ok((std::fs::File::from(read), write, write_2))
+}
+
+/// The host's log level, as Python's `logging` numbers it, so records below it are never
+/// formatted or sent.
+fn python_level() -> u32 {
+    use tracing::level_filters::LevelFilter;
+    match LevelFilter::current() {
+        LevelFilter::OFF => 100,
+        LevelFilter::ERROR => 40,
+        LevelFilter::WARN => 30,
+        LevelFilter::INFO => 20,
+        LevelFilter::DEBUG => 10,
+        _ => 1,
+    }
+}
+
+/// Reads the worker's log channel until end of file: `logging` records at their level,
+/// anything else (`print()`, a C extension's output) at INFO, all under the plugin's name;
+/// at most [`LOG_LINES_PER_SECOND`] a second, with a count of what was left out.
+fn forward_log(pipe: std::fs::File, plugin: &str) {
+    use hermes_hooks_abi::core::{HostLogger as _, level};
+    let logger = PluginLogger::new(plugin);
+    let mut reader = BufReader::new(pipe);
+    let mut line = Vec::new();
+    let (mut second, mut in_second, mut dropped) = (Instant::now(), 0u32, 0u64);
+    loop {
+        line.clear();
+        match (&mut reader).take(16 << 10).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if second.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                logger.log(
+                    level::WARN,
+                    "hermes".into(),
+                    format!("{dropped} log line(s) of this plugin left out (over {LOG_LINES_PER_SECOND} a second)").as_str().into(),
+                );
+            }
+            (second, in_second, dropped) = (Instant::now(), 0, 0);
+        }
+        if in_second >= LOG_LINES_PER_SECOND {
+            dropped += 1;
+            continue;
+        }
+        in_second += 1;
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if let Some(record) = text.strip_prefix('\u{1f}') {
+            if let Ok(record) = serde_json::from_str::<Value>(record) {
+                let lvl = match record["l"].as_u64().unwrap_or(20) {
+                    40.. => level::ERROR,
+                    30.. => level::WARN,
+                    20.. => level::INFO,
+                    10.. => level::DEBUG,
+                    _ => level::TRACE,
+                };
+                let module = record["n"].as_str().unwrap_or("root");
+                let message = record["m"].as_str().unwrap_or_default();
+                logger.log(lvl, module.into(), message.into());
+                continue;
+            }
+        }
+        if !text.trim().is_empty() {
+            logger.log(level::INFO, "print".into(), text.into());
+        }
+    }
+    if dropped > 0 {
+        logger.log(
+            level::WARN,
+            "hermes".into(),
+            format!("{dropped} log line(s) of this plugin left out (over {LOG_LINES_PER_SECOND} a second)").as_str().into(),
+        );
+    }
+}
+
+/// The callbacks one Python plugin registered for one hook, answering together.
+pub struct HookGroup {
+    /// The plugin.
+    pub plugin: Arc<PythonPlugin>,
+    /// How many callbacks it has for the hook.
+    pub count: usize,
+    /// `plugin::first_callback`, for messages about the worker.
+    pub label: String,
+}
+
+impl ExternalGroup for HookGroup {
+    fn run_all(&self, event: &EventView<'_>) -> Vec<HookResult> {
+        self.plugin.fire(event, self.count, &self.label)
+    }
+}

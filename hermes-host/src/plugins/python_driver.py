@@ -1,0 +1,331 @@
+# The worker of one Hermes Python plugin (hermes-host, src/plugins/python_driver.py).
+#
+# Started as `python3 -c <this file> <plugin dir> <key> <name> <log level>` by the host,
+# which supervises it (src/plugins/python.rs). It imports the plugin's `__init__.py` as the
+# package `hermes_plugins.<key>` (as the reference does, so relative imports and sibling
+# modules work), calls `register(ctx)`, and then runs the plugin's callbacks for the host.
+#
+# Channels:
+#   fd 3     the protocol, a socket: JSON lines both ways, nothing else ever written to it.
+#   fd 1, 2  the log channel, a pipe the host reads: `print()` and anything a C extension
+#            writes become log lines; a `logging` record is one line starting with \x1f and
+#            a JSON object {"l": levelno, "n": logger name, "m": message}.
+#   fd 0     /dev/null.
+#
+# Protocol:
+#   1. worker: {"hello": {"hooks": [[hook, callback name], ...], "warnings": [...],
+#                         "error": null | "<the exception's last line>"}}
+#   2. host:   {"fire": "<hook>", "kw": {<the hook's fields>}}
+#      worker: {"answers": [answer, ...]}, one per callback registered for that hook, in
+#              registration order: null (no opinion), [action, text, json] (the canonical
+#              reply), or {"error": "<str(exc)>"} (the callback raised).
+#      While a firing runs, a callback may ask the host for a capability:
+#      worker: {"call": "<capability>", "args": {...}}
+#      host:   {"ok": <answer>} | {"error": "<message>"}
+# The host combines the answers by the hook's rule; this side only turns each Python
+# return value into the canonical reply, by the reference's rules for that hook.
+# Only what every worker needs is imported up front (asyncio and traceback when used): an
+# interpreter's start-up is most of a worker's.
+import importlib.util
+import io
+import json
+import logging
+import os
+import sys
+import types
+
+_HOOK_NAMES = (
+    "pre_tool_call", "post_tool_call", "pre_llm_call", "post_llm_call", "on_session_start",
+    "on_session_end", "on_session_finalize", "on_session_reset", "subagent_stop",
+    "pre_gateway_dispatch", "pre_approval_request", "post_approval_response",
+    "transform_tool_result", "transform_terminal_output", "transform_llm_output",
+    "pre_api_request", "post_api_request",
+)
+
+
+class _Protocol:
+    def __init__(self):
+        self.rfile = io.open(3, "rb", closefd=False)
+
+    def send(self, message):
+        data = memoryview(json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
+        while data:
+            data = data[os.write(3, data):]
+
+    def receive(self):
+        line = self.rfile.readline()
+        if not line:
+            return None
+        return json.loads(line)
+
+
+_PROTOCOL = None
+
+
+def _call_host(capability, args):
+    _PROTOCOL.send({"call": capability, "args": args})
+    reply = _PROTOCOL.receive()
+    if reply is None:
+        raise RuntimeError(f"{capability}: the host closed this plugin's worker")
+    if "error" in reply:
+        raise RuntimeError(reply["error"])
+    return reply.get("ok")
+
+
+class _LogToHost(logging.Handler):
+    def emit(self, record):
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            line = "\x1f" + json.dumps({"l": record.levelno, "n": record.name, "m": message}) + "\n"
+            os.write(2, line.encode("utf-8", "backslashreplace"))
+        except Exception:
+            self.handleError(record)
+
+
+class PluginContext:
+    """What `register(ctx)` receives: the reference's `register_hook`, and warnings for the
+    rest of the reference's context, which this host does not offer."""
+
+    def __init__(self, name, manifest):
+        self._name = name
+        self._hooks = []
+        self._warned = set()
+        self.warnings = []
+        self.manifest = manifest
+
+    @property
+    def name(self):
+        return self._name
+
+    def register_hook(self, hook_name, callback):
+        self._hooks.append((hook_name, callback))
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+
+        def unsupported(*args, **kwargs):
+            if attr not in self._warned:
+                self._warned.add(attr)
+                self.warnings.append(
+                    f"Plugin '{self._name}' called ctx.{attr}(), which hermes-hooks does not offer; "
+                    "ignored (its hooks still load)"
+                )
+            return None
+
+        return unsupported
+
+
+# --- pre_gateway_dispatch: the reference's objects, backed by the host's capabilities ---
+
+class SessionSource:
+    def __init__(self, kw):
+        self.platform = kw.get("platform", "")
+        self.chat_id = kw.get("chat_id", "")
+        self.chat_type = kw.get("chat_type") or "dm"
+        self.user_id = kw.get("user_id", "")
+        self.user_name = kw.get("user_name")
+        self.thread_id = None
+
+    def __repr__(self):
+        return (f"SessionSource(platform={self.platform!r}, chat_id={self.chat_id!r}, "
+                f"chat_type={self.chat_type!r}, user_id={self.user_id!r})")
+
+
+class MessageEvent:
+    def __init__(self, kw):
+        self.text = kw.get("text", "")
+        self.message_id = kw.get("message_id")
+        self.internal = False
+        self.source = SessionSource(kw)
+        self.session_key = kw.get("session_key", "")
+
+    def __repr__(self):
+        return f"MessageEvent(text={self.text!r}, source={self.source!r})"
+
+
+class _Adapter:
+    def __init__(self, platform):
+        self.platform = platform
+
+    def send(self, chat_id, text, *args, **kwargs):
+        return _call_host("gateway.send", {"platform": self.platform, "chat_id": str(chat_id), "text": str(text)})
+
+
+class _Adapters(dict):
+    def __missing__(self, platform):
+        adapter = _Adapter(platform)
+        self[platform] = adapter
+        return adapter
+
+    def get(self, platform, default=None):
+        return self[platform]
+
+
+class GatewayRunner:
+    def __init__(self):
+        self.adapters = _Adapters()
+
+
+class SessionStore:
+    def __init__(self, session_key):
+        self._session_key = session_key
+
+    def append_to_transcript(self, session, message=None, *args, **kwargs):
+        if message is None:
+            session, message = self._session_key, session
+        if not isinstance(message, dict):
+            raise TypeError("append_to_transcript: the message must be a dict")
+        return _call_host("session.append", {"session_key": str(session or self._session_key), "entry": message})
+
+
+def _dispatch_kwargs(kw):
+    return {"event": MessageEvent(kw), "gateway": GatewayRunner(), "session_store": SessionStore(kw.get("session_key", ""))}
+
+
+def _kwargs(hook, kw):
+    if hook == "pre_gateway_dispatch":
+        return _dispatch_kwargs(kw)
+    if "args" in kw and not isinstance(kw["args"], dict):
+        kw["args"] = {}
+    return kw
+
+
+# --- return values, by the reference's rules ---
+
+def _reply(hook, value):
+    if value is None:
+        return None
+    if hook == "pre_tool_call":
+        if isinstance(value, dict):
+            action = value.get("action")
+            message = value.get("message")
+            if action == "block" and isinstance(message, str) and message:
+                return ["block", message, ""]
+            if action == "modify" and isinstance(value.get("args"), dict):
+                return ["modify", "", json.dumps(value["args"], ensure_ascii=False)]
+        return None
+    if hook == "pre_llm_call":
+        if isinstance(value, dict):
+            context = value.get("context")
+            return ["context", str(context), ""] if context else None
+        if isinstance(value, str) and value.strip():
+            return ["context", value, ""]
+        return None
+    if hook in ("transform_tool_result", "transform_terminal_output", "transform_llm_output"):
+        return ["replace", value, ""] if isinstance(value, str) else None
+    if hook == "pre_gateway_dispatch":
+        if not isinstance(value, dict):
+            return None
+        action = value.get("action")
+        if action == "skip":
+            return ["skip", str(value.get("reason") or ""), ""]
+        if action == "rewrite":
+            text = value.get("text")
+            return ["rewrite", text, ""] if isinstance(text, str) else ["allow", "", ""]
+        if action == "allow":
+            return ["allow", "", ""]
+        return None
+    return None
+
+
+_LOOP = None
+
+
+def _await(result):
+    global _LOOP
+    if _LOOP is None:
+        import asyncio
+        _LOOP = asyncio.new_event_loop()
+        asyncio.set_event_loop(_LOOP)
+    return _LOOP.run_until_complete(result)
+
+
+def _fire(callbacks, hook, kw):
+    answers = []
+    kwargs = _kwargs(hook, kw)
+    for callback in callbacks:
+        try:
+            result = callback(**kwargs)
+            if hasattr(result, "__await__"):
+                result = _await(result)
+            answers.append(_reply(hook, result))
+        except Exception as e:
+            answers.append({"error": str(e) or type(e).__name__})
+    return answers
+
+
+def _callback_name(callback):
+    return getattr(callback, "__name__", None) or type(callback).__name__
+
+
+def _last_line(e):
+    import traceback
+    return "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+
+
+def _load(plugin_dir, key, name):
+    package = sys.modules.get("hermes_plugins")
+    if package is None:
+        package = types.ModuleType("hermes_plugins")
+        package.__path__ = []
+        sys.modules["hermes_plugins"] = package
+    module_name = "hermes_plugins." + key.replace("/", "__").replace("-", "_")
+    spec = importlib.util.spec_from_file_location(
+        module_name, os.path.join(plugin_dir, "__init__.py"), submodule_search_locations=[plugin_dir]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def main():
+    global _PROTOCOL
+    plugin_dir, key, name, level = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdin = open(os.devnull, "r")
+    try:
+        sys.stdout.reconfigure(line_buffering=True)
+    except Exception:
+        pass
+    _PROTOCOL = _Protocol()
+    root = logging.getLogger()
+    root.addHandler(_LogToHost())
+    root.setLevel(level)
+    ctx = PluginContext(name, {"name": name, "key": key, "path": plugin_dir})
+    error = None
+    try:
+        module = _load(plugin_dir, key, name)
+        register = getattr(module, "register", None)
+        if register is None:
+            error = "no register() function"
+        else:
+            register(ctx)
+    except Exception as e:
+        error = _last_line(e)
+    by_hook = {}
+    for hook, callback in ctx._hooks:
+        by_hook.setdefault(hook, []).append(callback)
+    _PROTOCOL.send({"hello": {
+        "hooks": [[hook, _callback_name(callback)] for hook, callback in ctx._hooks],
+        "warnings": ctx.warnings,
+        "error": error,
+    }})
+    while True:
+        message = _PROTOCOL.receive()
+        if message is None:
+            break
+        hook = message.get("fire")
+        _PROTOCOL.send({"answers": _fire(by_hook.get(hook, ()), hook, message.get("kw") or {})})
+
+
+main()

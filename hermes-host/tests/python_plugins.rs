@@ -1,0 +1,1545 @@
+//! Hermes Python plugins (`plugin.yaml` + `__init__.py`), run by the real `hermes` binary and
+//! loaded by the library, against a real `python3`: the keyword arguments of every hook as
+//! the agent and the gateway fire them, the reference's return rules, module state, faults
+//! (import errors, raises, crashes, hangs, print floods), logging, and the CLI.
+//!
+//! The tests need `python3` on `PATH` and fail (they never skip) without it.
+
+// In tests a panic is the failure report, so unwrapping is the assertion.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use hermes_hooks_abi::hooks::payload::{
+    PreLlmCallEvent, PreToolCallEvent, TransformLlmOutputEvent, TransformTerminalOutputEvent,
+    TransformToolResultEvent,
+};
+use hermes_host::registry::{DispatchVerdict, Outcome};
+use hermes_host::{Hooks, LoadOptions, home::Home};
+use serde_json::{Value, json};
+
+/// A fresh `HERMES_HOME` with a work directory beside it.
+struct Env {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// `plugins/<dir>/` with `plugin.yaml` and the given files.
+    fn plugin(&self, dir: &str, manifest: &str, files: &[(&str, &str)]) -> PathBuf {
+        let path = self.home().join("plugins").join(dir);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("plugin.yaml"), manifest).unwrap();
+        for (name, text) in files {
+            std::fs::write(path.join(name), text).unwrap();
+        }
+        path
+    }
+
+    fn config(&self, text: &str) {
+        let path = self.home().join("config.yaml");
+        std::fs::write(&path, text).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+        std::fs::set_permissions(&path, perms).unwrap();
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.work().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn hermes(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hermes"));
+        cmd.arg("--home").arg(self.home()).current_dir(self.work());
+        for var in ["HERMES_HOME", "HERMES_SAFE_MODE", "RUST_LOG", "HERMES_LOG"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("NO_COLOR", "1").stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.hermes();
+        cmd.args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    fn load(&self) -> Hooks {
+        Hooks::load(&Home::at(self.home()), &LoadOptions::default()).unwrap()
+    }
+
+    /// Lines of `<home>/<name>` as JSON.
+    fn json_lines(&self, name: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.home().join(name))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn tool_call<'a>(tool: &'a str, args: &'a str) -> PreToolCallEvent<'a> {
+    PreToolCallEvent {
+        tool_name: tool,
+        args,
+        task_id: "t1",
+        session_id: "s1",
+        tool_call_id: "c1",
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Keyword arguments: every hook, fired for real by `hermes run` and `hermes gateway run`
+
+const ALL_HOOKS: [&str; 17] = [
+    "pre_tool_call",
+    "post_tool_call",
+    "pre_llm_call",
+    "post_llm_call",
+    "on_session_start",
+    "on_session_end",
+    "on_session_finalize",
+    "on_session_reset",
+    "subagent_stop",
+    "pre_gateway_dispatch",
+    "pre_approval_request",
+    "post_approval_response",
+    "transform_tool_result",
+    "transform_terminal_output",
+    "transform_llm_output",
+    "pre_api_request",
+    "post_api_request",
+];
+
+/// A plugin that records, for every hook, the names and Python types of its keyword
+/// arguments (and, for `pre_gateway_dispatch`, of the event's attributes).
+const KWARGS_PLUGIN: &str = r#"
+import json, os
+from .hooks import ALL
+
+OUT = os.path.join(os.environ["HERMES_HOME"], "kwargs.jsonl")
+
+def _record(hook):
+    def record(**kwargs):
+        seen = {k: type(v).__name__ for k, v in kwargs.items()}
+        if hook == "pre_gateway_dispatch":
+            e = kwargs["event"]
+            seen = {"event." + k: type(getattr(e, k)).__name__ for k in ("text", "message_id", "internal")}
+            for k in ("platform", "chat_id", "chat_type", "user_id", "user_name"):
+                seen["event.source." + k] = type(getattr(e.source, k)).__name__
+            seen["gateway.adapters"] = type(kwargs["gateway"].adapters).__name__
+            seen["session_store.append_to_transcript"] = callable(kwargs["session_store"].append_to_transcript)
+            seen["keys"] = sorted(kwargs)
+            seen["chat_type"] = e.source.chat_type
+        with open(OUT, "a") as f:
+            f.write(json.dumps({"hook": hook, "kwargs": seen}) + "\n")
+    record.__name__ = "record_" + hook
+    return record
+
+def register(ctx):
+    for hook in ALL:
+        ctx.register_hook(hook, _record(hook))
+"#;
+
+/// What every hook's keyword arguments were, recorded once for all the tests below.
+fn recorded_kwargs() -> &'static Vec<Value> {
+    static RECORDED: OnceLock<Vec<Value>> = OnceLock::new();
+    RECORDED.get_or_init(|| {
+        let env = Env::new();
+        let all = ALL_HOOKS
+            .iter()
+            .map(|h| format!("{h:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        env.plugin(
+            "kwargs",
+            "name: kwargs\nversion: 1.0\n",
+            &[
+                ("__init__.py", KWARGS_PLUGIN),
+                ("hooks.py", &format!("ALL = [{all}]\n")),
+            ],
+        );
+        env.config("plugins:\n  enabled: [kwargs]\n");
+        env.write(
+            "child.yaml",
+            "turns:\n  - user: sub\n    steps:\n      - final: child done\n",
+        );
+        std::fs::create_dir(env.work().join("junk")).unwrap();
+        let script = env.write(
+            "s.yaml",
+            "turns:\n  - user: hello\n    steps:\n      - tool: write_file\n        args: {path: a.txt, content: one}\n      - tool: terminal\n        args: {command: cat a.txt}\n      - tool: terminal\n        args: {command: rm -rf junk}\n      - tool: delegate_task\n        args: {tasks: [{script: child.yaml, role: helper}]}\n      - final: done\n",
+        );
+        let out = env.run(
+            &["run", script.to_str().unwrap(), "--approvals", "deny"],
+            &[],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let mut cmd = env.hermes();
+        cmd.args(["gateway", "run", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for line in [
+            json!({"chat_id": "c1", "user_id": "u1", "text": "hi", "chat_type": "group", "user_name": "Ann", "message_id": 7}),
+            json!({"chat_id": "c1", "user_id": "u1", "text": "/reset"}),
+            json!({"chat_id": "c1", "user_id": "u1", "text": "again"}),
+        ] {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        env.json_lines("kwargs.jsonl")
+    })
+}
+
+/// The keyword arguments `hook` got first: name -> Python type name.
+fn kwargs_of(hook: &str) -> serde_json::Map<String, Value> {
+    recorded_kwargs()
+        .iter()
+        .find(|r| r["hook"] == hook)
+        .unwrap_or_else(|| panic!("{hook} never reached the plugin"))["kwargs"]
+        .as_object()
+        .unwrap()
+        .clone()
+}
+
+/// Asserts `hook`'s keyword arguments: `expected` `(name, type)` pairs, in the reference's
+/// order, are all there with those types (`str|NoneType` accepts either).
+fn assert_kwargs(hook: &str, expected: &[(&str, &str)]) {
+    let seen = kwargs_of(hook);
+    let names: Vec<&str> = seen.keys().map(String::as_str).collect();
+    let wanted: Vec<&str> = expected.iter().map(|(n, _)| *n).collect();
+    let in_order: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| wanted.contains(n))
+        .collect();
+    assert_eq!(in_order, wanted, "{hook}: names, in order; got {names:?}");
+    for (name, ty) in expected {
+        let got = seen[*name].as_str().unwrap();
+        assert!(
+            ty.split('|').any(|t| t == got),
+            "{hook}: {name} is a {got}, want {ty}"
+        );
+    }
+}
+
+#[test]
+fn kwargs_pre_tool_call() {
+    assert_kwargs(
+        "pre_tool_call",
+        &[
+            ("tool_name", "str"),
+            ("args", "dict"),
+            ("task_id", "str"),
+            ("session_id", "str"),
+            ("tool_call_id", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_post_tool_call() {
+    assert_kwargs(
+        "post_tool_call",
+        &[
+            ("tool_name", "str"),
+            ("args", "dict"),
+            ("result", "str"),
+            ("task_id", "str"),
+            ("session_id", "str"),
+            ("tool_call_id", "str"),
+            ("duration_ms", "int"),
+            ("status", "str"),
+            ("error_type", "str|NoneType"),
+            ("error_message", "str|NoneType"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_pre_llm_call() {
+    assert_kwargs(
+        "pre_llm_call",
+        &[
+            ("session_id", "str"),
+            ("user_message", "str"),
+            ("conversation_history", "list"),
+            ("is_first_turn", "bool"),
+            ("model", "str"),
+            ("platform", "str"),
+            ("sender_id", "str|NoneType"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_post_llm_call() {
+    assert_kwargs(
+        "post_llm_call",
+        &[
+            ("session_id", "str"),
+            ("user_message", "str"),
+            ("assistant_response", "str"),
+            ("conversation_history", "list"),
+            ("model", "str"),
+            ("platform", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_on_session_start() {
+    assert_kwargs(
+        "on_session_start",
+        &[("session_id", "str"), ("model", "str"), ("platform", "str")],
+    );
+}
+
+#[test]
+fn kwargs_on_session_end() {
+    assert_kwargs(
+        "on_session_end",
+        &[
+            ("session_id", "str"),
+            ("completed", "bool"),
+            ("interrupted", "bool"),
+            ("model", "str"),
+            ("platform", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_on_session_finalize() {
+    assert_kwargs(
+        "on_session_finalize",
+        &[("session_id", "str|NoneType"), ("platform", "str")],
+    );
+}
+
+#[test]
+fn kwargs_on_session_reset() {
+    assert_kwargs(
+        "on_session_reset",
+        &[("session_id", "str"), ("platform", "str")],
+    );
+}
+
+#[test]
+fn kwargs_subagent_stop() {
+    assert_kwargs(
+        "subagent_stop",
+        &[
+            ("parent_session_id", "str"),
+            ("child_role", "str|NoneType"),
+            ("child_summary", "str"),
+            ("child_status", "str"),
+            ("duration_ms", "int"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_pre_gateway_dispatch() {
+    let seen = kwargs_of("pre_gateway_dispatch");
+    assert_eq!(
+        seen["keys"],
+        json!(["event", "gateway", "session_store"]),
+        "{seen:?}"
+    );
+    for (name, ty) in [
+        ("event.text", "str"),
+        ("event.message_id", "str"),
+        ("event.internal", "bool"),
+        ("event.source.platform", "str"),
+        ("event.source.chat_id", "str"),
+        ("event.source.chat_type", "str"),
+        ("event.source.user_id", "str"),
+        ("event.source.user_name", "str"),
+        ("gateway.adapters", "_Adapters"),
+    ] {
+        assert_eq!(seen[name], ty, "{name}: {seen:?}");
+    }
+    assert_eq!(seen["session_store.append_to_transcript"], true);
+    assert_eq!(
+        seen["chat_type"], "group",
+        "the adapter's chat_type reaches the plugin"
+    );
+}
+
+#[test]
+fn kwargs_pre_approval_request() {
+    assert_kwargs(
+        "pre_approval_request",
+        &[
+            ("command", "str"),
+            ("description", "str"),
+            ("pattern_key", "str"),
+            ("pattern_keys", "list"),
+            ("session_key", "str"),
+            ("surface", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_post_approval_response() {
+    assert_kwargs(
+        "post_approval_response",
+        &[
+            ("command", "str"),
+            ("description", "str"),
+            ("pattern_key", "str"),
+            ("pattern_keys", "list"),
+            ("session_key", "str"),
+            ("surface", "str"),
+            ("choice", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_transform_tool_result() {
+    assert_kwargs(
+        "transform_tool_result",
+        &[
+            ("tool_name", "str"),
+            ("args", "dict"),
+            ("result", "str"),
+            ("task_id", "str"),
+            ("session_id", "str"),
+            ("tool_call_id", "str"),
+            ("duration_ms", "int"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_transform_terminal_output() {
+    assert_kwargs(
+        "transform_terminal_output",
+        &[
+            ("command", "str"),
+            ("output", "str"),
+            ("returncode", "int"),
+            ("task_id", "str"),
+            ("env_type", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_transform_llm_output() {
+    assert_kwargs(
+        "transform_llm_output",
+        &[
+            ("response_text", "str"),
+            ("session_id", "str"),
+            ("model", "str"),
+            ("platform", "str"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_pre_api_request() {
+    assert_kwargs(
+        "pre_api_request",
+        &[
+            ("session_id", "str"),
+            ("task_id", "str"),
+            ("platform", "str"),
+            ("model", "str"),
+            ("provider", "str"),
+            ("api_call_count", "int"),
+            ("message_count", "int"),
+            ("tool_count", "int"),
+            ("approx_input_tokens", "int"),
+        ],
+    );
+}
+
+#[test]
+fn kwargs_post_api_request() {
+    assert_kwargs(
+        "post_api_request",
+        &[
+            ("session_id", "str"),
+            ("task_id", "str"),
+            ("platform", "str"),
+            ("model", "str"),
+            ("provider", "str"),
+            ("api_call_count", "int"),
+            ("api_duration_ms", "int"),
+            ("finish_reason", "str"),
+            ("usage", "dict"),
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Return values, by the reference's rules
+
+const RULES_PLUGIN: &str = r#"
+def modify(tool_name, args, **kwargs):
+    if tool_name == "modify":
+        return {"action": "modify", "args": {"timeout": 5}}
+
+def not_a_block(tool_name, **kwargs):
+    if tool_name == "blocked":
+        return {"action": "block", "message": 42}
+
+def raises(tool_name, **kwargs):
+    if tool_name == "blocked":
+        raise ValueError("boom")
+
+def block(tool_name, **kwargs):
+    if tool_name == "blocked":
+        return {"action": "block", "message": "second block wins: the first was no string"}
+
+def later_block(tool_name, **kwargs):
+    if tool_name == "blocked":
+        return {"action": "block", "message": "too late"}
+
+def context_dict(**kwargs):
+    return {"context": 42}
+
+def context_blank(**kwargs):
+    return "   "
+
+def context_str(**kwargs):
+    return "plain"
+
+def not_a_string(**kwargs):
+    return 7
+
+def replace(result, **kwargs):
+    return result.upper()
+
+def empty(**kwargs):
+    return ""
+
+async def first_non_empty(response_text, **kwargs):
+    return response_text + "!"
+
+def dispatch_rewrite_no_text(**kwargs):
+    return {"action": "rewrite", "text": None}
+
+def dispatch_skip(**kwargs):
+    return {"action": "skip", "reason": "never reached"}
+
+def observer(**kwargs):
+    return {"action": "block", "message": "observers are not asked"}
+
+def register(ctx):
+    ctx.register_hook("pre_tool_call", modify)
+    ctx.register_hook("pre_tool_call", not_a_block)
+    ctx.register_hook("pre_tool_call", raises)
+    ctx.register_hook("pre_tool_call", block)
+    ctx.register_hook("pre_tool_call", later_block)
+    ctx.register_hook("pre_llm_call", context_dict)
+    ctx.register_hook("pre_llm_call", context_blank)
+    ctx.register_hook("pre_llm_call", context_str)
+    ctx.register_hook("transform_tool_result", not_a_string)
+    ctx.register_hook("transform_tool_result", replace)
+    ctx.register_hook("transform_terminal_output", empty)
+    ctx.register_hook("transform_llm_output", empty)
+    ctx.register_hook("transform_llm_output", first_non_empty)
+    ctx.register_hook("pre_gateway_dispatch", dispatch_rewrite_no_text)
+    ctx.register_hook("pre_gateway_dispatch", dispatch_skip)
+    ctx.register_hook("on_session_start", observer)
+"#;
+
+#[test]
+fn return_values_are_applied_by_the_reference_rules_for_every_hook() {
+    let env = Env::new();
+    env.plugin("rules", "name: rules\n", &[("__init__.py", RULES_PLUGIN)]);
+    env.config("plugins:\n  enabled: [rules]\n");
+    let hooks = env.load();
+    assert!(
+        hooks.report().plugins[0].loaded(),
+        "{:?}",
+        hooks.report().plugins
+    );
+
+    // pre_tool_call: a block needs a non-empty string message; a raise is skipped; the
+    // first real block wins; modifies merge.
+    let verdict = hooks.pre_tool_call(&tool_call("blocked", "{}"));
+    let blocked = verdict.blocked.unwrap();
+    assert_eq!(
+        (blocked.message.as_str(), blocked.by.as_str()),
+        ("second block wins: the first was no string", "rules::block")
+    );
+    let verdict = hooks.pre_tool_call(&tool_call("modify", r#"{"command": "ls"}"#));
+    assert!(verdict.blocked.is_none());
+    assert_eq!(
+        verdict.apply(&json!({"command": "ls"})),
+        json!({"command": "ls", "timeout": 5})
+    );
+    assert!(
+        hooks
+            .pre_tool_call(&tool_call("terminal", "{}"))
+            .blocked
+            .is_none()
+    );
+
+    // pre_llm_call: a dict's truthy context as str(), a non-blank string; blanks skipped.
+    let context = hooks.pre_llm_call(&PreLlmCallEvent {
+        session_id: "s",
+        user_message: "hi",
+        conversation_history: "[]",
+        ..Default::default()
+    });
+    assert_eq!(context.as_deref(), Some("42\n\nplain"));
+
+    // Transforms: the first string wins (a non-string is ignored); an empty string
+    // replaces terminal output, but not the LLM output; async callbacks are awaited.
+    let result = hooks.transform_tool_result(&TransformToolResultEvent {
+        tool_name: "read_file",
+        args: "{}",
+        result: "abc",
+        ..Default::default()
+    });
+    assert_eq!(result.as_deref(), Some("ABC"));
+    let output = hooks.transform_terminal_output(&TransformTerminalOutputEvent {
+        command: "ls",
+        output: "x",
+        ..Default::default()
+    });
+    assert_eq!(output.as_deref(), Some(""));
+    let llm = hooks.transform_llm_output(&TransformLlmOutputEvent {
+        response_text: "done",
+        ..Default::default()
+    });
+    assert_eq!(llm.as_deref(), Some("done!"));
+
+    // pre_gateway_dispatch: a rewrite whose text is not a string stops the scan (an
+    // allow), so the later skip is ignored.
+    let outcome = hooks.fire(
+        "pre_gateway_dispatch",
+        &hermes_host::payload::OwnedPayload::from_json(
+            "pre_gateway_dispatch",
+            &json!({"platform": "local", "chat_id": "c", "user_id": "u", "text": "t"}),
+        )
+        .fields(),
+    );
+    assert!(
+        matches!(outcome, Outcome::Dispatch(DispatchVerdict::Allow { ref by }) if by == "rules::dispatch_rewrite_no_text"),
+        "{outcome:?}"
+    );
+    // Observers' answers are ignored.
+    let outcome = hooks.fire("on_session_start", &[]);
+    assert_eq!(outcome, Outcome::Observed);
+}
+
+#[test]
+fn a_raising_callback_gets_the_reference_warning_and_the_next_one_runs() {
+    let env = Env::new();
+    env.plugin("rules", "name: rules\n", &[("__init__.py", RULES_PLUGIN)]);
+    env.config("plugins:\n  enabled: [rules]\n");
+    let out = env.run(
+        &[
+            "plugins",
+            "fire",
+            "pre_tool_call",
+            "--payload",
+            r#"{"tool_name": "blocked"}"#,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Hook 'pre_tool_call' callback rules::raises raised: boom"),
+        "{}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Outcome: blocked by rules::block: second block wins"),
+        "{}",
+        text(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// State, order, imports
+
+#[test]
+fn module_state_lives_as_long_as_the_worker_across_hooks() {
+    let env = Env::new();
+    env.plugin(
+        "memo",
+        "name: memo\n",
+        &[(
+            "__init__.py",
+            "STARTED = {}\n\
+             def start(session_id, **kw):\n    STARTED[session_id] = len(STARTED) + 1\n\
+             def recall(session_id, **kw):\n    return {'context': f'session {session_id} was number {STARTED.get(session_id)}'}\n\
+             def register(ctx):\n    ctx.register_hook('on_session_start', start)\n    ctx.register_hook('pre_llm_call', recall)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [memo]\n");
+    let script = env.write(
+        "s.yaml",
+        "session_id: first\nturns:\n  - user: hi\n    steps:\n      - final: hello\n        echo: true\n  - user: again\n    steps:\n      - final: hello\n        echo: true\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("session first was number 1").count(),
+        2,
+        "the dict filled in on_session_start is there on both turns: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn python_plugins_run_alphabetically_with_shell_hooks_after_them() {
+    let env = Env::new();
+    for name in ["b-py", "d-py"] {
+        env.plugin(
+            name,
+            &format!("name: {name}\n"),
+            &[(
+                "__init__.py",
+                &format!("def block(**kw):\n    return {{'action': 'block', 'message': 'by {name}'}}\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', block)\n"),
+            )],
+        );
+    }
+    // Native plugins take their alphabetical places among these (tests/it/plugins.rs).
+    let hook = env.write("shell.sh", "#!/bin/sh\ncat >/dev/null\n");
+    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).unwrap();
+    env.config(&format!(
+        "plugins:\n  enabled: [d-py, b-py]\nhooks:\n  pre_tool_call:\n    - command: {}\n",
+        hook.display()
+    ));
+    let hooks = Hooks::load(
+        &Home::at(env.home()),
+        &LoadOptions {
+            consent: hermes_host::ConsentPolicy::AcceptForThisRun,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    let labels: Vec<&str> = hooks
+        .entries("pre_tool_call")
+        .iter()
+        .map(|e| e.label.as_str())
+        .collect();
+    assert_eq!(labels.len(), 3, "{labels:?}");
+    assert_eq!(&labels[..2], ["b-py::block", "d-py::block"]);
+    assert!(
+        labels[2].starts_with("shell_hook[pre_tool_call:"),
+        "{labels:?}"
+    );
+    let verdict = hooks.pre_tool_call(&tool_call("terminal", "{}"));
+    assert_eq!(verdict.blocked.unwrap().message, "by b-py");
+}
+
+#[test]
+fn a_plugin_imports_sibling_modules_and_a_subpackage_as_hermes_plugins_name() {
+    let env = Env::new();
+    let dir = env.plugin(
+        "my-guard",
+        "name: my-guard\n",
+        &[
+            (
+                "__init__.py",
+                "from .policy import DENY\nfrom .lib.words import first\nimport json\n\
+                 def guard(tool_name, args, **kw):\n    if first(args.get('command', '')) in DENY:\n        return {'action': 'block', 'message': __name__ + ' denies ' + json.dumps(args)}\n\
+                 def register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n",
+            ),
+            ("policy.py", "DENY = {'sudo'}\n"),
+        ],
+    );
+    std::fs::create_dir(dir.join("lib")).unwrap();
+    std::fs::write(dir.join("lib/__init__.py"), "").unwrap();
+    std::fs::write(
+        dir.join("lib/words.py"),
+        "def first(text):\n    return text.split()[0] if text.split() else ''\n",
+    )
+    .unwrap();
+    env.config("plugins:\n  enabled: [my-guard]\n");
+    let hooks = env.load();
+    let verdict = hooks.pre_tool_call(&tool_call("terminal", r#"{"command": "sudo ls"}"#));
+    assert_eq!(
+        verdict.blocked.unwrap().message,
+        r#"hermes_plugins.my_guard denies {"command": "sudo ls"}"#
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults
+
+#[test]
+fn an_import_error_or_a_raising_register_is_reported_and_other_plugins_load() {
+    let env = Env::new();
+    env.plugin(
+        "a-broken",
+        "name: a-broken\n",
+        &[("__init__.py", "import no_such_module_here\n")],
+    );
+    env.plugin(
+        "b-raises",
+        "name: b-raises\n",
+        &[(
+            "__init__.py",
+            "def register(ctx):\n    raise RuntimeError('needs an API key')\n",
+        )],
+    );
+    env.plugin("c-noreg", "name: c-noreg\n", &[("__init__.py", "X = 1\n")]);
+    env.plugin(
+        "d-good",
+        "name: d-good\n",
+        &[(
+            "__init__.py",
+            "def block(**kw):\n    return {'action': 'block', 'message': 'good'}\n\
+             def register(ctx):\n    ctx.register_tool('x', {}, None)\n    ctx.register_command('y')\n    ctx.register_hook('pre_tool_call', block)\n    ctx.register_hook('pre_tool_cal', block)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [a-broken, b-raises, c-noreg, d-good]\n");
+    let out = env.run(&["plugins", "list", "--json"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by = |key: &str| {
+        list["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["key"] == key)
+            .unwrap()
+            .clone()
+    };
+    let error = |key: &str| by(key)["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error("a-broken").ends_with("ModuleNotFoundError: No module named 'no_such_module_here'"),
+        "{}",
+        error("a-broken")
+    );
+    assert!(
+        error("b-raises").ends_with("RuntimeError: needs an API key"),
+        "{}",
+        error("b-raises")
+    );
+    assert!(
+        error("c-noreg").ends_with("no register() function"),
+        "{}",
+        error("c-noreg")
+    );
+    let good = by("d-good");
+    assert_eq!(good["enabled"], true, "{good:#}");
+    assert_eq!(good["kind"], "python");
+    assert!(good["worker_pid"].as_u64().is_some(), "{good:#}");
+    assert_eq!(good["hooks"], json!(["pre_tool_call", "pre_tool_cal"]));
+    assert_eq!(good["unknown_hooks"], json!(["pre_tool_cal"]));
+    let warnings = good["warnings"].to_string();
+    assert!(warnings.contains("ctx.register_tool()"), "{warnings}");
+    assert!(warnings.contains("ctx.register_command()"), "{warnings}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Plugin 'd-good' registered unknown hook 'pre_tool_cal' (valid: "),
+        "{stderr}"
+    );
+    // A plugin that failed before registering anything keeps no worker.
+    assert!(by("a-broken")["worker_pid"].is_null());
+}
+
+/// A plugin whose `pre_tool_call` does what `action` says for tool `crash`, and blocks
+/// tool `alive` with the worker's pid.
+fn faulty_plugin(env: &Env, manifest_extra: &str, action: &str) {
+    env.plugin(
+        "faulty",
+        &format!("name: faulty\n{manifest_extra}"),
+        &[(
+            "__init__.py",
+            &format!(
+                "import os, sys, time, signal\n\
+                 def guard(tool_name, **kw):\n    if tool_name == 'crash':\n        {action}\n    return {{'action': 'block', 'message': 'alive ' + str(os.getpid())}}\n\
+                 def register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n"
+            ),
+        )],
+    );
+    env.config("plugins:\n  enabled: [faulty]\n");
+}
+
+fn pid_of_block(hooks: &Hooks) -> u32 {
+    let verdict = hooks.pre_tool_call(&tool_call("alive", "{}"));
+    let message = verdict.blocked.expect("the worker answers").message;
+    message.strip_prefix("alive ").unwrap().parse().unwrap()
+}
+
+/// Fires `crash`, expecting no opinion, then waits for the restarted worker to answer.
+fn crash_and_recover(hooks: &Hooks) -> (u32, u32) {
+    let before = pid_of_block(hooks);
+    let verdict = hooks.pre_tool_call(&tool_call("crash", "{}"));
+    assert!(verdict.blocked.is_none(), "a crash counts as no opinion");
+    let started = Instant::now();
+    loop {
+        let verdict = hooks.pre_tool_call(&tool_call("alive", "{}"));
+        if let Some(blocked) = verdict.blocked {
+            let after: u32 = blocked
+                .message
+                .strip_prefix("alive ")
+                .unwrap()
+                .parse()
+                .unwrap();
+            return (before, after);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the worker never came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_worker_that_exits_is_survived_and_restarted() {
+    let env = Env::new();
+    faulty_plugin(&env, "", "os._exit(1)");
+    let hooks = env.load();
+    let (before, after) = crash_and_recover(&hooks);
+    assert_ne!(before, after, "a new worker answers");
+}
+
+#[test]
+fn a_worker_killed_by_a_signal_is_survived_and_restarted() {
+    let env = Env::new();
+    faulty_plugin(&env, "", "os.kill(os.getpid(), 9)");
+    let hooks = env.load();
+    let (before, after) = crash_and_recover(&hooks);
+    assert_ne!(before, after);
+}
+
+#[test]
+fn a_hung_worker_is_killed_at_the_timeout_and_fail_closed_blocks() {
+    let env = Env::new();
+    faulty_plugin(&env, "timeout: 1\nfail_closed: true\n", "time.sleep(3600)");
+    let hooks = env.load();
+    let before = pid_of_block(&hooks);
+    let started = Instant::now();
+    let verdict = hooks.pre_tool_call(&tool_call("crash", "{}"));
+    let took = started.elapsed();
+    let blocked = verdict.blocked.expect("fail_closed blocks");
+    assert!(
+        blocked.message.contains(
+            "plugin 'faulty' guards this tool call and is not answering (killed after timeout 1 s)"
+        ),
+        "{}",
+        blocked.message
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "held past the timeout: {took:?}"
+    );
+    // The hung worker is gone.
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{before}")).exists() {
+        let stat = std::fs::read_to_string(format!("/proc/{before}/stat")).unwrap_or_default();
+        if stat.contains(") Z ") {
+            break;
+        }
+        assert!(
+            gone.elapsed() < Duration::from_secs(10),
+            "worker {before} still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn five_crashes_in_a_minute_disable_the_plugin_with_a_message_naming_it() {
+    let env = Env::new();
+    faulty_plugin(&env, "", "os._exit(3)");
+    let out = env.run(
+        &[
+            "plugins",
+            "fire",
+            "pre_tool_call",
+            "--payload",
+            r#"{"tool_name": "crash"}"#,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Plugin 'faulty' crashed in hook 'pre_tool_call' (callback faulty::guard): exit status 3"),
+        "{}",
+        text(&out)
+    );
+    let hooks = env.load();
+    for _ in 0..5 {
+        crash_and_recover_or_disabled(&hooks);
+    }
+    // Disabled now: no worker runs or starts, every firing is no opinion at once.
+    let worker = hooks.report().plugins[0].worker.clone().unwrap();
+    let (pid, _, last_crash) = worker.status();
+    assert_eq!(pid, None);
+    assert_eq!(last_crash.as_deref(), Some("exit status 3"));
+    std::thread::sleep(Duration::from_secs(4));
+    let verdict = hooks.pre_tool_call(&tool_call("alive", "{}"));
+    assert!(verdict.blocked.is_none());
+    assert_eq!(worker.status().0, None, "no worker was started again");
+}
+
+fn crash_and_recover_or_disabled(hooks: &Hooks) {
+    let _ = hooks.pre_tool_call(&tool_call("crash", "{}"));
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if hooks
+            .pre_tool_call(&tool_call("alive", "{}"))
+            .blocked
+            .is_some()
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_print_flood_never_reaches_the_protocol_and_the_answer_arrives() {
+    let env = Env::new();
+    faulty_plugin(
+        &env,
+        "",
+        "for i in range(200000):\n            print('{\"answers\": [null]} flood', i)\n        sys.stderr.write('x' * 100000 + '\\n')\n        return {'action': 'block', 'message': 'after the flood'}",
+    );
+    let hooks = env.load();
+    let before = pid_of_block(&hooks);
+    let verdict = hooks.pre_tool_call(&tool_call("crash", "{}"));
+    assert_eq!(verdict.blocked.unwrap().message, "after the flood");
+    assert_eq!(
+        pid_of_block(&hooks),
+        before,
+        "the same worker answers after the flood"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Logging
+
+#[test]
+fn logging_and_print_reach_the_host_log_at_their_level_under_the_plugin_name() {
+    let env = Env::new();
+    env.plugin(
+        "audit",
+        "name: audit\n",
+        &[(
+            "__init__.py",
+            "import json, logging\nlogger = logging.getLogger(__name__)\n\
+             def audit_tool_call(tool_name, args, task_id, **kwargs):\n    logger.info('TOOL_CALL session=%s tool=%s args=%s', task_id, tool_name, json.dumps(args)[:200])\n    logger.debug('debug detail')\n    print(f'Executing potentially dangerous tool: {tool_name}')\n\
+             def register(ctx):\n    ctx.register_hook('pre_tool_call', audit_tool_call)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [audit]\n");
+    let fire = |level: &str| {
+        let out = env.run(
+            &[
+                "plugins",
+                "fire",
+                "pre_tool_call",
+                "--payload",
+                r#"{"tool_name": "terminal", "args": {"command": "ls"}, "task_id": "t9"}"#,
+            ],
+            &[("HERMES_LOG", level)],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let info = fire("info");
+    let line = info
+        .lines()
+        .find(|l| l.contains("TOOL_CALL session=t9 tool=terminal"))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        line.contains("INFO") && line.contains("plugin=\"audit\""),
+        "{line}"
+    );
+    assert!(line.contains("module=\"hermes_plugins.audit\""), "{line}");
+    assert!(
+        info.lines().any(
+            |l| l.contains("Executing potentially dangerous tool: terminal")
+                && l.contains("plugin=\"audit\"")
+        ),
+        "{info}"
+    );
+    assert!(!info.contains("debug detail"), "{info}");
+    let warn = fire("warn");
+    assert!(!warn.contains("TOOL_CALL"), "{warn}");
+}
+
+// ---------------------------------------------------------------------------------------
+// CLI
+
+#[test]
+fn plugins_new_python_writes_a_plugin_whose_test_passes_and_install_enables_it() {
+    let env = Env::new();
+    let out = env.run(
+        &[
+            "plugins",
+            "new",
+            "my-guard",
+            "--python",
+            "--path",
+            env.work().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let dir = env.work().join("my-guard");
+    let unittest = Command::new("python3")
+        .args(["-m", "unittest", "-v"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(unittest.status.success(), "{}", text(&unittest));
+    assert!(
+        String::from_utf8_lossy(&unittest.stderr).contains("Ran 2 tests"),
+        "{}",
+        text(&unittest)
+    );
+    let out = env.run(&["plugins", "install", dir.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(env.home().join("plugins/my-guard/__init__.py").is_file());
+    let out = env.run(
+        &[
+            "plugins",
+            "fire",
+            "pre_tool_call",
+            "--payload",
+            r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "Outcome: blocked by my-guard::on_pre_tool_call: refusing to delete the filesystem"
+        ),
+        "{}",
+        text(&out)
+    );
+    let out = env.run(&["plugins", "list"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("kind: python (python3, worker pid "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("hooks: pre_tool_call, on_session_end"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plugins_enable_turns_a_python_plugin_on_and_disable_off() {
+    let env = Env::new();
+    env.plugin(
+        "quiet",
+        "name: quiet\n",
+        &[(
+            "__init__.py",
+            "def register(ctx):\n    ctx.register_hook('on_session_start', lambda **kw: None)\n",
+        )],
+    );
+    env.config("model: x\n");
+    let listed = |env: &Env| -> Value {
+        let out = env.run(&["plugins", "list", "--json"], &[]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["plugins"][0].clone()
+    };
+    let before = listed(&env);
+    assert_eq!(before["enabled"], false);
+    assert!(
+        before["error"]
+            .as_str()
+            .unwrap()
+            .contains("hermes plugins enable quiet"),
+        "{before:#}"
+    );
+    assert!(
+        env.run(&["plugins", "enable", "quiet"], &[])
+            .status
+            .success()
+    );
+    let after = listed(&env);
+    assert_eq!(
+        (after["enabled"].clone(), after["kind"].clone()),
+        (json!(true), json!("python"))
+    );
+    assert_eq!(after["hooks"], json!(["on_session_start"]));
+    assert!(
+        env.run(&["plugins", "disable", "quiet"], &[])
+            .status
+            .success()
+    );
+    assert_eq!(listed(&env)["error"], "disabled via config");
+}
+
+#[test]
+fn a_directory_that_is_neither_kind_says_both_ways_to_make_it_one() {
+    let env = Env::new();
+    env.plugin("half", "name: half\nversion: 1\n", &[]);
+    env.config("plugins:\n  enabled: [half]\n");
+    let out = env.run(&["plugins", "list", "--json"], &[]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = list["plugins"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("add `library: libhalf.so` for a Rust plugin"),
+        "{error}"
+    );
+    assert!(
+        error.contains("or an `__init__.py` with `register(ctx)`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn project_plugins_load_with_hermes_enable_project_plugins() {
+    let env = Env::new();
+    let project = env.work().join(".hermes/plugins/proj");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("plugin.yaml"), "name: proj\n").unwrap();
+    std::fs::write(
+        project.join("__init__.py"),
+        "def register(ctx):\n    ctx.register_hook('pre_tool_call', lambda **kw: {'action': 'block', 'message': 'project plugin'})\n",
+    )
+    .unwrap();
+    env.config("plugins:\n  enabled: [proj]\n");
+    let payload = r#"{"tool_name": "terminal"}"#;
+    let off = env.run(
+        &["plugins", "fire", "pre_tool_call", "--payload", payload],
+        &[],
+    );
+    assert!(
+        !String::from_utf8_lossy(&off.stdout).contains("project plugin"),
+        "{}",
+        text(&off)
+    );
+    let on = env.run(
+        &["plugins", "fire", "pre_tool_call", "--payload", payload],
+        &[("HERMES_ENABLE_PROJECT_PLUGINS", "1")],
+    );
+    assert!(
+        String::from_utf8_lossy(&on.stdout).contains("blocked by proj::<lambda>: project plugin"),
+        "{}",
+        text(&on)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The seed's examples, copied unchanged (tests/fixtures/seed-plugins)
+
+/// A home with every example of the seed document installed and enabled, and a stand-in
+/// `httpx` module (the one third-party import of the examples) in a directory for
+/// `PYTHONPATH`, answering recall with one memory.
+fn seed_home(enabled: &[&str]) -> (Env, PathBuf) {
+    let env = Env::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-plugins");
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let files: Vec<(String, String)> = std::fs::read_dir(entry.path())
+            .unwrap()
+            .map(|f| {
+                let f = f.unwrap();
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(f.path()).unwrap(),
+                )
+            })
+            .filter(|(n, _)| n != "plugin.yaml")
+            .collect();
+        let manifest = std::fs::read_to_string(entry.path().join("plugin.yaml")).unwrap();
+        let borrowed: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        env.plugin(&name, &manifest, &borrowed);
+        all.push(name);
+    }
+    assert_eq!(all.len(), 18, "the seed has 18 plugin examples: {all:?}");
+    let enabled: Vec<String> = if enabled.is_empty() {
+        all
+    } else {
+        enabled.iter().map(|s| s.to_string()).collect()
+    };
+    env.config(&format!("plugins:\n  enabled: [{}]\n", enabled.join(", ")));
+    let site = env.work().join("site-packages");
+    std::fs::create_dir(&site).unwrap();
+    std::fs::write(
+        site.join("httpx.py"),
+        "import json as _json, os\n\
+         class Response:\n    def __init__(self, data):\n        self._data = data\n    def json(self):\n        return self._data\n\
+         def post(url, json=None, timeout=None):\n    with open(os.path.join(os.environ['HERMES_HOME'], 'httpx.log'), 'a') as f:\n        f.write(_json.dumps({'url': url, 'json': json}) + '\\n')\n    return Response({'results': [{'text': 'the staging database is atlas'}]})\n",
+    )
+    .unwrap();
+    (env, site)
+}
+
+#[test]
+fn the_seed_examples_decide_in_hermes_run_as_in_hermes() {
+    let (env, site) = seed_home(&[]);
+    env.write(
+        "child.yaml",
+        "turns:\n  - user: sub\n    steps:\n      - final: child done\n",
+    );
+    std::fs::create_dir(env.work().join("junk")).unwrap();
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: Which staging database should I use?\n    steps:\n      - tool: write_file\n        args: {path: key.txt, content: \"token sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ab end\"}\n      - tool: read_file\n        args: {path: key.txt}\n      - tool: terminal\n        args: {command: rm -rf junk}\n      - tool: delegate_task\n        args: {tasks: [{script: child.yaml, role: helper}]}\n      - final: Use atlas!\n        echo: true\n",
+    );
+    let out = env.run(
+        &["run", script.to_str().unwrap(), "--approvals", "deny"],
+        &[
+            ("HERMES_LOG", "info"),
+            ("SPONGEBOB_MODE", "on"),
+            ("PYTHONPATH", site.to_str().unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // pre_llm_call: guardrails, then recall (alphabetical), joined with a blank line.
+    assert!(
+        stdout.contains("Which staging database should I use?\n\nNever execute commands that delete files without explicit user confirmation.\n\nRecalled context:\n- the staging database is atlas"),
+        "{}",
+        text(&out)
+    );
+    // transform_tool_result: the secret never reaches the model.
+    assert!(
+        stdout.contains(r#"<- {"content":"token [REDACTED] end"}"#),
+        "{}",
+        text(&out)
+    );
+    // transform_llm_output: SPONGEBOB_MODE=on.
+    assert!(
+        stdout.contains("assistant: Use atlas!! Tartar sauce!"),
+        "{}",
+        text(&out)
+    );
+    // The observers log, each under its plugin's name.
+    for (plugin, line) in [
+        ("audit-tool-call", "TOOL_CALL session="),
+        (
+            "warn-dangerous",
+            "⚠ Executing potentially dangerous tool: terminal",
+        ),
+        ("log-response-length", "RESPONSE session="),
+        ("session-duration", "SESSION_DURATION session="),
+        ("log-subagent", "SUBAGENT parent="),
+        ("log-decision", "approval deny: rm -rf junk for session"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(line) && l.contains(&format!("plugin=\"{plugin}\""))),
+            "{plugin}: {line}\n{stderr}"
+        );
+    }
+    // notify_approval runs osascript, which Linux has not: the reference's warning.
+    assert!(
+        stderr.contains("Hook 'pre_approval_request' callback notify-approval::notify_approval raised: [Errno 2] No such file or directory: 'osascript'"),
+        "{stderr}"
+    );
+    // recall and sync_memory called their memory service through the user's httpx.
+    let calls = env.json_lines("httpx.log");
+    let urls: Vec<&str> = calls.iter().filter_map(|c| c["url"].as_str()).collect();
+    assert!(
+        urls.contains(&"https://your-memory-api.example.com/recall"),
+        "{urls:?}"
+    );
+    assert!(
+        urls.contains(&"https://your-memory-api.example.com/store"),
+        "{urls:?}"
+    );
+    assert!(
+        env.work().join("junk").exists(),
+        "the denied rm -rf did not run"
+    );
+}
+
+/// Runs `hermes gateway run --stdin` on `messages` and returns the replies' texts by chat.
+fn gateway_replies(
+    env: &Env,
+    messages: &[Value],
+    extra_env: &[(&str, &str)],
+) -> (Vec<(String, String)>, Output) {
+    let mut cmd = env.hermes();
+    cmd.args(["gateway", "run", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for m in messages {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let replies = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["kind"] == "reply")
+        .map(|v| {
+            (
+                v["chat_id"].as_str().unwrap_or_default().to_string(),
+                v["text"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (replies, out)
+}
+
+#[test]
+fn the_seed_dm_policy_drops_strangers_dms_behind_a_real_gateway() {
+    let (env, _) = seed_home(&["deny-unauthorized-dms"]);
+    let (mut replies, out) = gateway_replies(
+        &env,
+        &[
+            json!({"chat_id": "dm-stranger", "user_id": "stranger", "text": "let me in", "chat_type": "dm"}),
+            json!({"chat_id": "dm-owner", "user_id": "owner", "text": "hello owner", "chat_type": "dm"}),
+            json!({"chat_id": "room", "user_id": "stranger", "text": "hello room", "chat_type": "group"}),
+        ],
+        &[],
+    );
+    // Chats are served concurrently: their answers come in any order.
+    replies.sort();
+    assert_eq!(
+        replies,
+        [
+            ("dm-owner".to_string(), "hello owner".to_string()),
+            ("room".to_string(), "hello room".to_string())
+        ],
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn the_seed_buffer_rewrites_ambient_messages_into_one_prompt_on_a_mention() {
+    let (env, _) = seed_home(&["buffer-or-rewrite"]);
+    let (replies, out) = gateway_replies(
+        &env,
+        &[
+            json!({"chat_id": "room", "user_id": "a", "text": "first", "chat_type": "group"}),
+            json!({"chat_id": "other", "user_id": "b", "text": "elsewhere", "chat_type": "group"}),
+            json!({"chat_id": "room", "user_id": "b", "text": "second", "chat_type": "group"}),
+            json!({"chat_id": "room", "user_id": "a", "text": "@hermes sum up", "chat_type": "group"}),
+        ],
+        &[],
+    );
+    assert_eq!(
+        replies,
+        [(
+            "room".to_string(),
+            "first\nsecond\n@hermes sum up".to_string()
+        )],
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn gateway_send_and_append_to_transcript_reach_the_real_gateway() {
+    let env = Env::new();
+    env.plugin(
+        "handoff",
+        "name: handoff\n",
+        &[(
+            "__init__.py",
+            "def handoff(event, gateway, session_store, **kwargs):\n\
+             \x20   if event.text.startswith('human:'):\n\
+             \x20       session_store.append_to_transcript(event.session_key, {'role': 'user', 'content': event.text, 'collected': True})\n\
+             \x20       gateway.adapters[event.source.platform].send(event.source.chat_id, 'a human will answer ' + (event.source.user_name or '?'))\n\
+             \x20       return {'action': 'skip', 'reason': 'handed off'}\n\
+             def register(ctx):\n    ctx.register_hook('pre_gateway_dispatch', handoff)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [handoff]\n");
+    let mut cmd = env.hermes();
+    cmd.args(["gateway", "run", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for m in [
+        json!({"chat_id": "c1", "user_id": "u1", "text": "hi"}),
+        json!({"chat_id": "c1", "user_id": "u1", "user_name": "Ann", "text": "human: help"}),
+    ] {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let sent: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "send").collect();
+    assert_eq!(sent.len(), 1, "{}", text(&out));
+    assert_eq!(sent[0]["text"], "a human will answer Ann");
+    let session = lines.iter().find(|v| v["kind"] == "reply").unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let transcript =
+        std::fs::read_to_string(env.home().join(format!("sessions/{session}.jsonl"))).unwrap();
+    assert!(
+        transcript
+            .lines()
+            .any(|l| l.contains("\"collected\":true") && l.contains("human: help")),
+        "{transcript}"
+    );
+}
