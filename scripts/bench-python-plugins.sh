@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Python plugins beside the other hook kinds, one run (BENCHMARKS.md, "Python plugins"):
-# a native no-op plugin, a persistent Python shell hook, a Python plugin with one callback
-# and one with ten, all answering nothing on pre_tool_call; then the reference's in-process
-# loop over one callback, and the workers' start-up against a bare interpreter start.
+# a native no-op plugin in-process and the same one isolated in a worker, a persistent
+# Python shell hook, a Python plugin with one callback and one with ten, all answering
+# nothing on pre_tool_call; then the reference's in-process loop over one callback, and
+# the workers' start-up against a bare interpreter start.
 #
 #     bash scripts/bench-python-plugins.sh [python interpreter, default python3]
 set -euo pipefail
@@ -12,6 +13,9 @@ home="$PWD/target/bench-python-home"
 cargo build --release -p noop -p hermes-host
 rm -rf "$home" && mkdir -p "$home/plugins/noop"
 cp target/release/libnoop.so tests/plugins/noop/plugin.yaml "$home/plugins/noop/"
+mkdir -p "$home/plugins/noop-isolated"
+cp target/release/libnoop.so "$home/plugins/noop-isolated/"
+printf 'name: noop-isolated\nversion: 0.1.0\nlibrary: libnoop.so\nisolation: process\n' > "$home/plugins/noop-isolated/plugin.yaml"
 plugin() { # plugin NAME CALLBACKS
     mkdir -p "$home/plugins/$1"
     printf 'name: %s\nversion: 1.0\n' "$1" > "$home/plugins/$1/plugin.yaml"
@@ -25,7 +29,7 @@ plugin py-ten 10
 printf 'import sys\nfor line in sys.stdin:\n    print("{}", flush=True)\n' > "$home/p.py"
 cat > "$home/config.yaml" <<YAML
 plugins:
-  enabled: [noop, py-one, py-ten]
+  enabled: [noop, noop-isolated, py-one, py-ten]
   python: $python
 hooks:
   pre_tool_call:
@@ -34,9 +38,8 @@ hooks:
 YAML
 chmod 600 "$home/config.yaml"
 hermes="target/release/hermes --home $home"
-$hermes --accept-hooks hooks list >/dev/null
 echo "load: $(cat /proc/loadavg) on $(nproc) cores; $("$python" --version)"
-$hermes bench pre_tool_call --duration 5s
+$hermes --accept-hooks bench pre_tool_call --duration 5s
 "$python" scripts/bench-python-reference.py 1
 "$python" scripts/bench-python-reference.py 10
 # Start-up: `plugins list` (which loads every plugin) in homes with 0, 1 and 10 Python
