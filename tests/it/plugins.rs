@@ -776,3 +776,61 @@ fn native_and_python_plugins_interleave_in_one_alphabetical_order() {
         run.describe()
     );
 }
+
+#[test]
+fn a_truncated_or_foreign_library_is_refused_by_name_before_it_is_mapped() {
+    let home = TestHome::new();
+    let built = hermes_tests::support::built();
+    let whole = std::fs::read(built.lib("noop")).unwrap();
+    // Cut short, as an interrupted copy leaves it: the loader would map it past its end
+    // and the host would die of SIGBUS.
+    let cut = home.path().join("plugins/cut");
+    std::fs::create_dir_all(&cut).unwrap();
+    std::fs::write(cut.join("libnoop.so"), &whole[..4096]).unwrap();
+    std::fs::write(cut.join("plugin.yaml"), "name: cut\nlibrary: libnoop.so\n").unwrap();
+    // Another architecture's library: the loader's own message names a missing file.
+    let foreign = home.path().join("plugins/foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let mut other = whole.clone();
+    let aarch64 = if cfg!(target_arch = "aarch64") { 62u16 } else { 183u16 };
+    other[18..20].copy_from_slice(&aarch64.to_le_bytes());
+    std::fs::write(foreign.join("libnoop.so"), &other).unwrap();
+    std::fs::write(foreign.join("plugin.yaml"), "name: foreign\nlibrary: libnoop.so\n").unwrap();
+    // The same cut library as a gateway hook's native handler.
+    let hook = home.path().join("hooks/cut-hook");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(hook.join("libnoop.so"), &whole[..4096]).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: cut-hook\nevents: [agent:start]\nlibrary: libnoop.so\n",
+    )
+    .unwrap();
+    home.install("noop", "noop", None, None);
+    home.config("plugins:\n  enabled: [cut, foreign, noop]\n");
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    run.expect_code(0);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let error = |key: &str| -> String {
+        list["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["key"] == key)
+            .and_then(|p| p["error"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let cut_error = error("cut");
+    assert!(
+        cut_error.contains(&format!("{}: plugin 'cut' cannot be loaded (the file is cut short: 4096 bytes", cut.join("libnoop.so").display())),
+        "{cut_error}"
+    );
+    let foreign_error = error("foreign");
+    assert!(foreign_error.contains("cannot be loaded (built for "), "{foreign_error}");
+    assert!(foreign_error.contains(", and this host is "), "{foreign_error}");
+    assert!(error("noop").is_empty(), "the other plugins load: {list:#}");
+    let run = home.hermes(&["gateway", "hooks"], &[]);
+    let text = format!("{}{}", run.stdout(), run.stderr());
+    assert!(run.code() == 0 || run.code() == 1, "{}", run.describe());
+    assert!(text.contains("the file is cut short: 4096 bytes"), "{}", run.describe());
+}

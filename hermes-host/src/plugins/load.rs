@@ -102,6 +102,13 @@ fn check_and_load(path: &Path, name: &str) -> Result<PluginModRef, String> {
             ),
         });
     }
+    // The loader trusts the headers: a file cut short would be mapped past its end and kill
+    // the host with SIGBUS at the first touch.
+    super::elf::check_elf(path).map_err(|why| {
+        format!(
+            "{shown}: plugin '{name}' cannot be loaded ({why}); it must be a shared library built for this machine: rebuild it with `cargo build --release` from a crate with crate-type = [\"cdylib\"]"
+        )
+    })?;
     // SAFETY: loading a library runs its initialisers; a plugin directory is trusted by
     // placement, as in the reference. The library is never unloaded (forgotten below).
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {

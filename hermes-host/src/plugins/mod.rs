@@ -8,6 +8,7 @@
 //! file it concerns, and every other plugin still loads.
 
 mod discover;
+mod elf;
 pub mod isolation;
 pub mod library_file;
 mod load;
@@ -18,6 +19,7 @@ mod supervisor;
 use std::path::{Path, PathBuf};
 
 pub use discover::{Candidate, DiscoverOptions, Status, discover};
+pub use elf::check_elf;
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
 pub use manifest::{Isolation, Manifest, PluginKind, parse_size};
 pub use supervisor::{CRASH_WINDOW, DEFAULT_TIMEOUT, MAX_CRASHES};
