@@ -94,6 +94,12 @@ hooks:
 # Nesting deeper than any parser's recursion should go (a stack overflow is a crash).
 put("config_hooks", "deep-flow.yaml", "hooks: " + "[" * 4000)
 put("config_hooks", "deep-block.yaml", "".join("  " * i + f"k{i}:\n" for i in range(300)))
+# Nested flow mappings: the YAML scanner's walk over them is quadratic, so the host refuses
+# deep nesting before parsing (hermes_host::nesting); these keep that path fuzzed.
+put("config_hooks", "deep-flow-mappings.yaml", "hooks: " + "{a: " * 3000 + "}" * 3000)
+put("plugin_yaml", "deep-flow.yaml", "name: x\nconfig: " + "[{a: " * 1500 + "}]" * 1500)
+put("hook_yaml", "deep-flow.yaml", "name: x\nevents: " + "[" * 3000 + "]" * 3000)
+put("allowlist", "deep.json", '{"approvals": ' + "[" * 3000 + "]" * 3000 + "}")
 
 # plugin.yaml: every shipped manifest and a few broken ones.
 copy_files("plugin_yaml", sorted(

@@ -220,6 +220,7 @@ impl Config {
     /// The parser's message (with line and column) when the text is not YAML, or when the
     /// top level is not a mapping.
     pub fn parse(text: &str) -> Result<Config, String> {
+        crate::nesting::check_yaml(text)?;
         let value: Value = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         match value {
             Value::Null => Ok(Config::default()),

@@ -74,6 +74,7 @@ pub mod home;
 pub mod hooks;
 pub mod lines;
 pub mod logging;
+pub mod nesting;
 pub mod ownership;
 pub mod payload;
 pub mod plugins;

@@ -273,3 +273,45 @@ fn errors_a_plugin_author_meets_are_one_line_naming_the_file_and_the_fix() {
         "register() panicked: deliberate panic in register; run with HERMES_LOG=debug to see where",
     );
 }
+
+#[test]
+fn deeply_nested_yaml_is_refused_by_line_before_the_parser_walks_it() {
+    let home = TestHome::new();
+    let deep = |prefix: &str| format!("{prefix}{}{}\n", "{a: ".repeat(20_000), "}".repeat(20_000));
+    home.config(&format!("plugins:\n  enabled: [nested]\n{}", deep("x: ")));
+    let run = home.hermes(&["hooks", "list"], &[]);
+    let config = home.path().join("config.yaml");
+    assert!(
+        run.stderr().contains(&format!(
+            "{}: line 3: brackets nested deeper than 128 levels",
+            config.display()
+        )),
+        "{}",
+        run.describe()
+    );
+    // plugin.yaml and HOOK.yaml too, each named.
+    home.config("plugins:\n  enabled: [nested]\n");
+    let plugin = home.path().join("plugins/nested");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::write(plugin.join("plugin.yaml"), deep("name: nested\nconfig: ")).unwrap();
+    let hook = home.path().join("hooks/nested");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(hook.join("HOOK.yaml"), deep("events: ")).unwrap();
+    std::fs::write(hook.join("handler.py"), "def handle(e, c):\n    pass\n").unwrap();
+    let run = home.hermes(&["plugins", "list"], &[]);
+    assert!(
+        run.stdout().contains(&format!(
+            "Failed to parse {}: line 2: brackets nested deeper than 128 levels",
+            plugin.join("plugin.yaml").display()
+        )),
+        "{}",
+        run.describe()
+    );
+    let run = home.hermes(&["gateway", "hooks"], &[]);
+    let text = format!("{}{}", run.stdout(), run.stderr());
+    assert!(
+        text.contains("line 1: brackets nested deeper than 128 levels"),
+        "{}",
+        run.describe()
+    );
+}

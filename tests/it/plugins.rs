@@ -792,10 +792,18 @@ fn a_truncated_or_foreign_library_is_refused_by_name_before_it_is_mapped() {
     let foreign = home.path().join("plugins/foreign");
     std::fs::create_dir_all(&foreign).unwrap();
     let mut other = whole.clone();
-    let aarch64 = if cfg!(target_arch = "aarch64") { 62u16 } else { 183u16 };
+    let aarch64 = if cfg!(target_arch = "aarch64") {
+        62u16
+    } else {
+        183u16
+    };
     other[18..20].copy_from_slice(&aarch64.to_le_bytes());
     std::fs::write(foreign.join("libnoop.so"), &other).unwrap();
-    std::fs::write(foreign.join("plugin.yaml"), "name: foreign\nlibrary: libnoop.so\n").unwrap();
+    std::fs::write(
+        foreign.join("plugin.yaml"),
+        "name: foreign\nlibrary: libnoop.so\n",
+    )
+    .unwrap();
     // The same cut library as a gateway hook's native handler.
     let hook = home.path().join("hooks/cut-hook");
     std::fs::create_dir_all(&hook).unwrap();
@@ -822,15 +830,28 @@ fn a_truncated_or_foreign_library_is_refused_by_name_before_it_is_mapped() {
     };
     let cut_error = error("cut");
     assert!(
-        cut_error.contains(&format!("{}: plugin 'cut' cannot be loaded (the file is cut short: 4096 bytes", cut.join("libnoop.so").display())),
+        cut_error.contains(&format!(
+            "{}: plugin 'cut' cannot be loaded (the file is cut short: 4096 bytes",
+            cut.join("libnoop.so").display()
+        )),
         "{cut_error}"
     );
     let foreign_error = error("foreign");
-    assert!(foreign_error.contains("cannot be loaded (built for "), "{foreign_error}");
-    assert!(foreign_error.contains(", and this host is "), "{foreign_error}");
+    assert!(
+        foreign_error.contains("cannot be loaded (built for "),
+        "{foreign_error}"
+    );
+    assert!(
+        foreign_error.contains(", and this host is "),
+        "{foreign_error}"
+    );
     assert!(error("noop").is_empty(), "the other plugins load: {list:#}");
     let run = home.hermes(&["gateway", "hooks"], &[]);
     let text = format!("{}{}", run.stdout(), run.stderr());
     assert!(run.code() == 0 || run.code() == 1, "{}", run.describe());
-    assert!(text.contains("the file is cut short: 4096 bytes"), "{}", run.describe());
+    assert!(
+        text.contains("the file is cut short: 4096 bytes"),
+        "{}",
+        run.describe()
+    );
 }

@@ -174,10 +174,12 @@ fn read_dir(dir_name: &str, dir: &Path) -> DirOutcome {
     };
     // The handler is looked for before HOOK.yaml is parsed: the reference skips a directory
     // without handler.py silently, whatever its HOOK.yaml says.
-    let map = match yaml_serde::from_str::<Value>(&text) {
+    let parsed = crate::nesting::check_yaml(&text)
+        .and_then(|()| yaml_serde::from_str::<Value>(&text).map_err(|e| e.to_string()));
+    let map = match parsed {
         Ok(Value::Mapping(map)) if !map.is_empty() => Ok(map),
         Ok(_) => Err(None),
-        Err(e) => Err(Some(e.to_string())),
+        Err(e) => Err(Some(e)),
     };
     let library_key = map.as_ref().ok().and_then(|m| m.get("library")).map(py_str);
     let source = match find_handler(dir, library_key.as_deref()) {

@@ -158,6 +158,7 @@ impl Manifest {
     ///
     /// What is wrong, with the fix.
     pub fn parse(text: &str, dir: &Path) -> Result<Manifest, String> {
+        crate::nesting::check_yaml(text)?;
         let value: Value = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         let map = match value {
             Value::Mapping(map) => map,

@@ -178,7 +178,9 @@ impl Allowlist {
         };
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let mut data = match serde_json::from_str::<Value>(text) {
+        let parsed = crate::nesting::check_json(text)
+            .and_then(|()| serde_json::from_str::<Value>(text).map_err(|e| e.to_string()));
+        let mut data = match parsed {
             Ok(Value::Object(data)) => data,
             Ok(_) => {
                 return (

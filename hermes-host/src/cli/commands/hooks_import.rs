@@ -53,6 +53,8 @@ pub fn import(
     let file = settings_file(file)?;
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
+    hermes_host::nesting::check_json(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let claude_settings: Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not valid JSON", file.display()))?;
     let (mut found, skipped) = claude_import::entries(&claude_settings);
