@@ -2229,3 +2229,56 @@ fn a_reload_restarts_python_plugin_workers_on_their_current_code() {
     drop(client);
     gateway.stop();
 }
+
+#[test]
+fn transcripts_are_private_and_the_logs_directory_exists() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = TestHome::new();
+    home.config("model: x\n");
+    home.stdin_run(&[], &[msg("c1", "u1", "hello")]);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let sessions = home.path().join("sessions");
+    assert_eq!(mode(&sessions), 0o700);
+    let transcripts = home.transcript_files();
+    assert!(!transcripts.is_empty());
+    for t in transcripts {
+        assert_eq!(mode(&t), 0o600, "{}", t.display());
+    }
+    assert!(home.path().join("logs").is_dir());
+}
+
+#[test]
+fn a_second_gateway_on_the_same_home_refuses_to_start_unless_told() {
+    let home = TestHome::new();
+    home.config("model: x\n");
+    let gateway = home.start(&["--trace", "off"]);
+    let pid = gateway.child.as_ref().unwrap().id();
+    let pid_file = home.path().join("gateway.pid");
+    wait_until("the pid file", Duration::from_secs(20), || {
+        pid_file.exists()
+    });
+    let second = home
+        .command(&["--stdin"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains(&format!("another gateway (pid {pid}) is already serving"))
+            && stderr.contains("--beside-another"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        pid.to_string(),
+        "the running gateway's pid file is untouched"
+    );
+    let beside = home.stdin_run(&["--beside-another"], &[msg("c9", "u9", "hi")]);
+    assert!(
+        beside.stdout.iter().any(|l| l.contains("\"hi\"")),
+        "{:?}",
+        beside.stdout
+    );
+    gateway.stop();
+}

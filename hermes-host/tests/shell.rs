@@ -1625,3 +1625,69 @@ fn a_shell_hook_waited_on_in_a_run_pool_lets_the_next_job_use_the_cpu() {
     let order: Vec<&str> = finished.iter().take(2).collect();
     assert_eq!(order, vec!["second", "hook"]);
 }
+
+#[test]
+fn loading_reads_the_allowlist_once_however_many_hooks() {
+    let home = TestHome::new();
+    let mut entries = String::new();
+    for (i, event) in [
+        "pre_tool_call",
+        "post_tool_call",
+        "pre_llm_call",
+        "on_session_start",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let script = home.script(&format!("h{i}.sh"), "#!/bin/sh\ncat >/dev/null\n");
+        entries.push_str(&format!("  {event}:\n    - command: {script}\n"));
+        home.allowlist().approve(event, &script).unwrap();
+    }
+    home.config(&format!("hooks:\n{entries}"));
+    // The allowlist becomes a FIFO that is written once: a second read would wait for a
+    // writer that never comes, and the load would not finish.
+    let path = home.path().join("shell-hooks-allowlist.json");
+    let content = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let writer = std::thread::spawn(move || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &content))
+    });
+    let script = home.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - user: hi\n    steps:\n      - final: ok\n",
+    )
+    .unwrap();
+    let mut child = home
+        .command(&["run", script.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the load waited on a second read of the allowlist: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    writer.join().unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("not allowlisted"), "{stderr}");
+}

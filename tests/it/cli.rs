@@ -131,14 +131,62 @@ fn enable_and_disable_edit_config_yaml() {
         serde_json::from_str(&home.hermes(&["plugins", "list", "--json"], &[]).stdout()).unwrap();
     assert_eq!(list["plugins"][0]["error"], "disabled via config");
 
+    // Not installed: nothing is enabled, unless forced.
     let unknown = home.hermes(&["plugins", "enable", "ghost"], &[]);
+    unknown.expect_code(2);
     assert!(
         unknown
-            .stdout()
-            .contains("Note: no plugin 'ghost' is installed"),
+            .stderr()
+            .contains("no plugin 'ghost' is installed in"),
         "{}",
         unknown.describe()
     );
+    let config = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    assert!(!config.contains("ghost"), "{config}");
+    let forced = home.hermes(&["plugins", "enable", "ghost", "--force"], &[]);
+    forced.expect_code(0);
+    assert!(
+        forced
+            .stdout()
+            .contains("Note: no plugin 'ghost' is installed"),
+        "{}",
+        forced.describe()
+    );
+}
+
+#[test]
+fn enable_refuses_a_plugin_that_cannot_load_and_says_why() {
+    let home = TestHome::new();
+    let dir = home.path().join("plugins/broken");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: broken
+library: libbroken.so
+",
+    )
+    .unwrap();
+    std::fs::write(dir.join("libbroken.so"), b"not a library").unwrap();
+    home.config(
+        "model: x
+",
+    );
+    let run = home.hermes(&["plugins", "enable", "broken"], &[]);
+    run.expect_code(2);
+    assert!(
+        run.stderr()
+            .contains("plugin 'broken' cannot load, so it is not enabled: ")
+            && run.stderr().contains("not an ELF file")
+            && run.stderr().contains("pass --force"),
+        "{}",
+        run.describe()
+    );
+    let config = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    assert_eq!(config, "model: x\n");
+    home.hermes(&["plugins", "enable", "broken", "--force"], &[])
+        .expect_code(0);
+    let config = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    assert!(config.contains("broken"), "{config}");
 }
 
 #[test]
@@ -365,4 +413,99 @@ fn reinstalling_keeps_an_edited_plugin_yaml_and_never_touches_settings() {
     let fresh = std::fs::read_to_string(&installed).unwrap();
     assert!(!fresh.contains("# tuned by hand"));
     assert_eq!(std::fs::read_to_string(&config_yaml).unwrap(), config);
+}
+
+#[test]
+fn a_reader_that_went_away_ends_a_command_quietly() {
+    // stdout is a pipe whose read end is already closed: the first print fails with EPIPE.
+    let (read, write) = std::io::pipe().unwrap();
+    drop(read);
+    let home = TestHome::new();
+    let out = std::process::Command::new(hermes_tests::support::built().hermes())
+        .arg("--home")
+        .arg(home.path())
+        .args(["hooks", "schema", "pre_tool_call"])
+        .stdout(write)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn hooks_doctor_exits_1_on_problems_and_on_a_config_it_cannot_read() {
+    let home = TestHome::new();
+    home.config("hooks:\n  pre_tool_call:\n    - command: /nonexistent/guard.sh\n");
+    let run = home.hermes(&["hooks", "doctor"], &[]);
+    assert!(
+        run.stdout().contains("issue(s) found"),
+        "{}",
+        run.describe()
+    );
+    run.expect_code(1);
+    home.config("hooks: [unclosed\n");
+    let run = home.hermes(&["hooks", "doctor"], &[]);
+    assert!(
+        !run.stdout().contains("No shell hooks configured"),
+        "{}",
+        run.describe()
+    );
+    assert!(run.stdout().contains("config.yaml"), "{}", run.describe());
+    run.expect_code(1);
+    home.config("model: x\n");
+    home.hermes(&["hooks", "doctor"], &[]).expect_code(0);
+}
+
+#[test]
+fn a_plugin_directory_without_a_manifest_is_listed_as_skipped_with_the_fix() {
+    let home = TestHome::new();
+    let dir = home.path().join("plugins/forgot");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("__init__.py"), "def register(ctx):\n    pass\n").unwrap();
+    // A hidden directory (an install in progress) is not a plugin and is not listed.
+    std::fs::create_dir_all(home.path().join("plugins/.x.installing-1")).unwrap();
+    home.config("plugins:\n  enabled: [forgot]\n");
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    run.expect_code(0);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let plugins = list["plugins"].as_array().unwrap();
+    assert_eq!(plugins.len(), 1, "{list:#}");
+    assert_eq!(plugins[0]["key"], "forgot");
+    let error = plugins[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("forgot: no plugin.yaml, so it is not a plugin: add one"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_profile_is_a_plain_name() {
+    let home = TestHome::new();
+    for bad in ["..", "/etc", "", "a/b"] {
+        let run = home.hermes(&["-p", bad, "plugins", "list"], &[]);
+        run.expect_code(2);
+        assert!(
+            run.stderr().contains("a profile is a plain name"),
+            "{}",
+            run.describe()
+        );
+    }
+}
+
+#[test]
+fn a_library_field_that_is_not_a_string_says_so() {
+    let home = TestHome::new();
+    let dir = home.path().join("plugins/odd");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), "name: odd\nlibrary: {a: 1}\n").unwrap();
+    home.config("plugins:\n  enabled: [odd]\n");
+    let run = home.hermes(&["plugins", "list", "--json"], &[]);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let error = list["plugins"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("`library` must be a file name such as `libodd.so`, not dict"),
+        "{error}"
+    );
 }

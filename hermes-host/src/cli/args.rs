@@ -21,8 +21,8 @@ pub struct GlobalArgs {
     /// Use DIR as the Hermes home (sets HERMES_HOME for everything this run starts).
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Use the named profile, ~/.hermes/profiles/NAME.
-    #[arg(short = 'p', long, global = true, value_name = "NAME")]
+    /// Use the named profile, ~/.hermes/profiles/NAME (letters, digits, - and _).
+    #[arg(short = 'p', long, global = true, value_name = "NAME", value_parser = profile_name)]
     pub profile: Option<String>,
     /// Load no plugins and register no shell hooks (also HERMES_SAFE_MODE=1).
     #[arg(long, global = true)]
@@ -134,6 +134,10 @@ pub enum PluginsCommand {
     Enable {
         /// The plugin's name or key.
         name: String,
+        /// Enable it even when it is not installed or cannot load (as `plugins list` would
+        /// show it).
+        #[arg(long)]
+        force: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -283,6 +287,10 @@ pub struct GatewayRunArgs {
     /// Async worker threads (default: `gateway.workers`, else the number of cores).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Start even when another gateway serves this home (each keeps its own sessions;
+    /// `gateway reload` then reaches the one started last).
+    #[arg(long)]
+    pub beside_another: bool,
 }
 
 /// `hermes hooks ...`: inspect and manage shell hooks.
@@ -410,4 +418,18 @@ pub struct RunArgs {
     /// Seconds a terminal command may run.
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub terminal_timeout: u64,
+}
+
+/// A profile is a directory under `profiles/`: a plain name, so that `-p ..` or `-p /etc`
+/// cannot point the home somewhere else.
+fn profile_name(name: &str) -> Result<String, String> {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if plain {
+        Ok(name.to_string())
+    } else {
+        Err("a profile is a plain name (letters, digits, '-' and '_') under ~/.hermes/profiles/; for a home elsewhere, use --home DIR".into())
+    }
 }

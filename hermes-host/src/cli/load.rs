@@ -3,6 +3,7 @@
 //! (for the gateway) the gateway log. Every surface of the binary that runs the agent goes
 //! through here, so no surface runs it without the hooks.
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -22,6 +23,19 @@ pub fn load_hooks(
     gateway_log: Option<Arc<dyn GatewayLog>>,
     work_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<Hooks> {
+    // Hooks written for Hermes log into `<home>/logs/` (the seed's log-orchestration.sh
+    // appends to logs/orchestration.log) and expect it to exist, as Hermes makes it.
+    if settings.home.root().is_dir() {
+        let logs = settings.home.root().join("logs");
+        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&logs) {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                tracing::warn!(
+                    "cannot create {}: {e}; hooks that log there will fail",
+                    logs.display()
+                );
+            }
+        }
+    }
     let options = LoadOptions {
         // Absolute: a hook is told it as its `cwd`, from a process of its own.
         work_dir: work_dir.map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),

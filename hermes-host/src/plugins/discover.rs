@@ -83,8 +83,15 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
     let mut sources = vec![home.plugins_dir()];
     sources.extend(options.project_dir.clone());
     for source in sources {
-        for (key, dir) in scan(&source) {
-            let manifest = Manifest::read(&dir);
+        for (key, dir, has_manifest) in scan(&source) {
+            let manifest = if has_manifest {
+                Manifest::read(&dir)
+            } else {
+                Err(format!(
+                    "{}: no plugin.yaml, so it is not a plugin: add one (`name`, `version`, and `library: <file>` for a Rust plugin; a Python plugin has an `__init__.py` beside it), or move the directory out of plugins/",
+                    dir.display()
+                ))
+            };
             let candidate = Candidate {
                 key: key.clone(),
                 dir,
@@ -213,18 +220,30 @@ fn trusted(c: &Candidate, policy: &Policy) -> Result<Vec<String>, String> {
         .map_err(|why| format!("plugin '{}' not loaded: {why}", c.name()))
 }
 
-/// `(key, dir)` of every plugin directory under `root`, sorted, categories one level deep.
-fn scan(root: &Path) -> Vec<(String, PathBuf)> {
+/// `(key, dir, has a manifest)` of every plugin directory under `root`, sorted, categories
+/// one level deep. A top-level directory with neither a manifest nor a directory inside is
+/// listed too (without a manifest), so that it is reported rather than passed over in
+/// silence; hidden directories (an install in progress) and `__pycache__` are not.
+fn scan(root: &Path) -> Vec<(String, PathBuf, bool)> {
     let mut out = Vec::new();
     for (name, dir) in crate::home::sorted_subdirs(root) {
+        if name.starts_with('.') || name == "__pycache__" {
+            continue;
+        }
         if manifest_path(&dir).is_some() {
-            out.push((name, dir));
+            out.push((name, dir, true));
             continue;
         }
         // A directory without a manifest is a category: look one level deeper, no further.
-        for (inner, inner_dir) in crate::home::sorted_subdirs(&dir) {
+        // One with no directory inside is a plugin that lacks its manifest.
+        let inner_dirs = crate::home::sorted_subdirs(&dir);
+        if inner_dirs.is_empty() {
+            out.push((name, dir, false));
+            continue;
+        }
+        for (inner, inner_dir) in inner_dirs {
             if manifest_path(&inner_dir).is_some() {
-                out.push((format!("{name}/{inner}"), inner_dir));
+                out.push((format!("{name}/{inner}"), inner_dir, true));
             }
         }
     }

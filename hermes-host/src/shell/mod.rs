@@ -162,6 +162,9 @@ pub fn register_from_config_in(
         }
     };
     let allowlist = Allowlist::new(home);
+    // Read once for every hook (a large allowlist read per hook made start-up crawl), and
+    // again only after this load recorded an approval.
+    let mut approvals = allowlist.approvals();
     let policy = Policy::from_config(config);
     for (position, spec) in parsed.specs.into_iter().enumerate() {
         let identity = identity(home, &spec);
@@ -179,7 +182,12 @@ pub fn register_from_config_in(
             }
         }
         let current = script::sha256(&spec.command);
-        let pin = match allowlist.entry_for(&spec.event, &spec.command) {
+        let approval = approvals
+            .iter()
+            .find(|a| a.event == spec.event && a.command == spec.command)
+            .cloned();
+        let mut recorded = false;
+        let pin = match approval {
             Some(approval) if approval.content_matches(current.as_deref()) => {
                 match approval.script_sha256 {
                     Some(pinned) => Pin::Sha(pinned),
@@ -194,6 +202,7 @@ pub fn register_from_config_in(
                     .as_mut()
                     .is_some_and(|p| p.confirm(&spec.event, &spec.command));
                 if reapproved {
+                    recorded = true;
                     Pin::Sha(record(&allowlist, &spec, &mut report))
                 } else if spec.fail_closed {
                     Pin::Sha(approval.script_sha256.flatten())
@@ -223,9 +232,13 @@ pub fn register_from_config_in(
                     ));
                     continue;
                 }
+                recorded = true;
                 Pin::Sha(record(&allowlist, &spec, &mut report))
             }
         };
+        if recorded {
+            approvals = allowlist.approvals();
+        }
         tracing::info!(
             "shell hook registered: {} -> {} (matcher={}, timeout={}s)",
             spec.event,

@@ -17,6 +17,7 @@
 //! are empty files, taken over by the next one. Without spares (none left, the setting at
 //! 0, a system or filesystem without `RENAME_NOREPLACE`) a transcript is created as before.
 
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -141,7 +142,7 @@ impl SpareFiles {
     /// The thread: takes over the spares already there, then makes one whenever the set
     /// is short and no session started for [`QUIET`]; sleeps otherwise.
     fn keep_filled(&self, log: &dyn GatewayLog) {
-        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+        if let Err(e) = private_dir(&self.dir) {
             log.line(&self.give_up(&e));
             return;
         }
@@ -227,6 +228,7 @@ impl SpareFiles {
             let made = std::fs::OpenOptions::new()
                 .create_new(true)
                 .append(true)
+                .mode(0o600)
                 .open(&path);
             match made {
                 Ok(_) => {
@@ -278,6 +280,14 @@ fn rename_noreplace(_from: &Path, _to: &Path) -> std::io::Result<()> {
 fn is_unsupported(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::Unsupported
         || matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS))
+}
+
+/// Creates `dir` and its missing parents, new ones readable by the user only.
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(test)]

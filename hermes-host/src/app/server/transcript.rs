@@ -19,6 +19,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -141,11 +142,18 @@ impl TranscriptStore {
                 Err(source) => return Err(TranscriptError::Io { path, source }),
             }
         }
-        let open = || OpenOptions::new().create(true).append(true).open(&path);
+        // Transcripts hold what users said: private to the user, like config.yaml.
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&path)
+        };
         let file = match open() {
             Ok(file) => Ok(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.dir).and_then(|()| open())
+                super::spare_files::private_dir(&self.dir).and_then(|()| open())
             }
             Err(e) => Err(e),
         };

@@ -617,7 +617,20 @@ fn revoke(
 }
 
 fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let config = load_config(settings);
+    let (config, unreadable) = settings.home.load_config();
+    // A config.yaml that cannot be read is the first problem, not "no hooks": its hooks
+    // are off until it is fixed.
+    if let Some(problem) = unreadable {
+        if as_json {
+            print_json(
+                &json!({ "hooks": [], "problems": 1, "config_error": problem.to_string() }),
+            )?;
+        } else {
+            println!("{problem}");
+            println!("1 issue(s) found.  Fix config.yaml: none of its hooks run until then.");
+        }
+        return Ok(ExitStatus::Failure);
+    }
     let config::ParsedHooks { specs, warnings } = config::parse(&config);
     if specs.is_empty() {
         if as_json {
@@ -652,17 +665,21 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
             println!();
         }
     }
+    let status = if problems > 0 {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    };
     if as_json {
-        return print_json(
-            &json!({ "hooks": reports, "problems": problems, "warnings": warnings }),
-        );
+        print_json(&json!({ "hooks": reports, "problems": problems, "warnings": warnings }))?;
+        return Ok(status);
     }
     if problems > 0 {
         println!("{problems} issue(s) found.  Fix before relying on these hooks.");
     } else {
         println!("All shell hooks look healthy.");
     }
-    Ok(ExitStatus::Success)
+    Ok(status)
 }
 
 struct Check {

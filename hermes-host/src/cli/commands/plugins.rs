@@ -27,7 +27,12 @@ use crate::cli::template;
 pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitStatus> {
     match command {
         PluginsCommand::List { json } => list(settings, json),
-        PluginsCommand::Enable { name, json } => set_enabled(settings, &name, true, json),
+        PluginsCommand::Enable { name, force, json } => {
+            if !force {
+                refuse_unloadable(settings, &name)?;
+            }
+            set_enabled(settings, &name, true, json)
+        }
         PluginsCommand::Disable { name, json } => set_enabled(settings, &name, false, json),
         PluginsCommand::New {
             name,
@@ -287,6 +292,43 @@ fn new(
         "  hermes plugins fire pre_tool_call --payload '{{\"tool_name\": \"terminal\", \"args\": {{\"command\": \"rm -rf /\"}}}}'"
     );
     Ok(ExitStatus::Success)
+}
+
+/// Refuses to enable a plugin that is not installed or would not load, saying why: the
+/// plugin is loaded on its own, with the home's settings, as the next run would load it.
+fn refuse_unloadable(settings: &Settings, name: &str) -> anyhow::Result<()> {
+    let home = &settings.home;
+    let (config, problem) = home.load_config();
+    if let Some(problem) = problem {
+        bail!("{problem}; not changing it");
+    }
+    let installed = hermes_host::plugins::discover(home, &Config::default(), &settings.discover);
+    let Some(found) = installed.iter().find(|c| c.key == name || c.name() == name) else {
+        bail!(
+            "no plugin '{name}' is installed in {}; install it with `hermes plugins install <dir>` first, or pass --force to enable it ahead of installing",
+            home.plugins_dir().display()
+        );
+    };
+    let mut probe = config.clone();
+    for other in probe.plugins_enabled().unwrap_or_default() {
+        if other != found.key && other != found.name() {
+            probe.disable_plugin(&other);
+        }
+    }
+    probe.enable_plugin(name);
+    let mut registry = hermes_host::registry::Registry::new();
+    let report = hermes_host::plugins::load_all(home, &probe, &settings.discover, &mut registry);
+    let why = report
+        .plugins
+        .iter()
+        .find(|p| p.key == found.key)
+        .and_then(|p| p.error.clone());
+    if let Some(why) = why {
+        bail!(
+            "plugin '{name}' cannot load, so it is not enabled: {why}; fix that, or pass --force to enable it anyway"
+        );
+    }
+    Ok(())
 }
 
 fn set_enabled(

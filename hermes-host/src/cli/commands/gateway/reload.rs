@@ -63,6 +63,47 @@ impl Drop for PidFile {
     }
 }
 
+/// The lock a gateway holds on its home (`gateway.lock`, an `flock` the kernel releases
+/// when the process ends, however it ends), so that a second gateway does not start on
+/// the same home and take over its pid file unnoticed.
+pub struct GatewayLock(#[allow(dead_code)] std::fs::File);
+
+impl GatewayLock {
+    /// Takes the lock of `settings`' home.
+    ///
+    /// # Errors
+    ///
+    /// Another gateway holds it (named by the pid file, with what to do), or the lock file
+    /// cannot be opened.
+    pub fn take(settings: &Settings) -> anyhow::Result<GatewayLock> {
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = settings.home.root().join("gateway.lock");
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let pid = std::fs::read_to_string(pid_file(settings))
+                .map(|p| format!(" (pid {})", p.trim()))
+                .unwrap_or_default();
+            bail!(
+                "another gateway{pid} is already serving {}; stop it first, reload it with `hermes gateway reload`, or pass --beside-another to run a second one on the same home",
+                settings.home.root().display()
+            );
+        }
+        Ok(GatewayLock(file))
+    }
+}
+
 /// `hermes gateway reload`: signals the gateway of this home to reload its hooks.
 pub fn signal_running(settings: &Settings) -> anyhow::Result<ExitStatus> {
     let path = pid_file(settings);

@@ -126,6 +126,11 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 }
 
 pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
+    let _lock = if args.beside_another {
+        None
+    } else {
+        Some(super::reload::GatewayLock::take(settings)?)
+    };
     let script = match &args.script {
         Some(path) => GatewayScript::read(path).map_err(anyhow::Error::msg)?,
         None => GatewayScript::default(),
