@@ -391,6 +391,7 @@ pub struct Run<'a> {
     interrupt: Option<&'a AtomicBool>,
     pid_slot: Option<&'a AtomicU32>,
     kill_group_on_exit: bool,
+    exit_grace: Option<Duration>,
     shared_group: bool,
 }
 
@@ -416,6 +417,7 @@ impl<'a> Run<'a> {
             interrupt: None,
             pid_slot: None,
             kill_group_on_exit: false,
+            exit_grace: None,
             shared_group: false,
         }
     }
@@ -473,6 +475,15 @@ impl<'a> Run<'a> {
     /// terminal tool: a command's output is complete when the command is).
     pub const fn kill_group_on_exit(mut self) -> Self {
         self.kill_group_on_exit = true;
+        self
+    }
+
+    /// Once the leader has exited, waits at most `grace` for the captured pipes to close;
+    /// then kills the group and completes with what was read. A hook that printed its
+    /// answer and exited, leaving a background child holding stdout, is decided on what it
+    /// printed instead of timing out (a shell hook).
+    pub const fn after_exit(mut self, grace: Duration) -> Self {
+        self.exit_grace = Some(grace);
         self
     }
 
@@ -675,6 +686,9 @@ struct Running<'a> {
     scratch: Vec<u8>,
     interrupt: Option<&'a AtomicBool>,
     kill_group_on_exit: bool,
+    exit_grace: Option<Duration>,
+    /// When the leader was seen to have exited.
+    exited_at: Option<Instant>,
     /// Polling interval while no pidfd tells us about the exit.
     tick: Duration,
 }
@@ -703,6 +717,8 @@ impl<'a> Running<'a> {
             scratch: vec![0; 64 * 1024],
             interrupt: how.interrupt,
             kill_group_on_exit: how.kill_group_on_exit,
+            exit_grace: how.exit_grace,
+            exited_at: None,
             tick: Duration::from_micros(500),
         };
         running.write_available();
@@ -746,6 +762,7 @@ impl<'a> Running<'a> {
         }
         if let Ok(Some(_)) = self.group.try_wait() {
             self.pidfd = None;
+            self.exited_at = Some(Instant::now());
             // The leader is gone: stdin has no reader left.
             self.stdin = None;
         }
@@ -784,10 +801,24 @@ impl Supervised for Running<'_> {
                 return Ok(Progress::Interrupted);
             }
             let now = Instant::now();
+            // The leader exited and its grace for the pipes is over: what was printed is
+            // the answer, and whatever still holds the pipes goes with the group.
+            let grace_over = self.exit_grace.zip(self.exited_at).map(|(g, at)| at + g);
+            if grace_over.is_some_and(|over| now >= over) {
+                let _ = self.group.signal_kill();
+                self.stdout.read_available(&mut self.scratch);
+                self.stderr.read_available(&mut self.scratch);
+                self.stdout.pipe = None;
+                self.stderr.pipe = None;
+                return Ok(Progress::Complete);
+            }
             if until.is_some_and(|until| now >= until) {
                 return Ok(Progress::Deadline);
             }
             let mut wait = until.map_or(Duration::from_secs(3600), |until| until - now);
+            if let Some(over) = grace_over {
+                wait = wait.min(over - now);
+            }
             if self.interrupt.is_some() || self.kill_group_on_exit {
                 wait = wait.min(Duration::from_millis(10));
             }

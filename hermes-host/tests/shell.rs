@@ -542,7 +542,7 @@ fn matchers_must_match_the_whole_tool_name() {
 // Process execution (issue point 3)
 
 #[test]
-fn a_grandchild_holding_stdout_does_not_outlive_the_timeout() {
+fn a_grandchild_holding_stdout_is_killed_with_the_group_once_the_hook_exits() {
     let home = TestHome::new();
     let marker = home.path().join("grandchild-survived");
     let script = home.script(
@@ -553,22 +553,34 @@ fn a_grandchild_holding_stdout_does_not_outlive_the_timeout() {
         ),
     );
     home.config(&format!(
-        "hooks:\n  pre_tool_call:\n    - {{command: {script}, timeout: 1}}\n"
+        "hooks:\n  pre_tool_call:\n    - {{command: {script}, timeout: 60}}\n"
     ));
-    let started = Instant::now();
     let out = fire(&home, "pre_tool_call", RM);
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_secs(3),
-        "returned after {took:?}, not at the 1 s timeout"
-    );
-    assert_eq!(outcome(&out), "allowed");
-    home.expect_stderr_has(&out, "shell hook timed out after 1.");
-    std::thread::sleep(Duration::from_millis(3500) - took.min(Duration::from_secs(1)));
+    // Decided on what it printed, once it exited; nothing timed out.
+    assert!(outcome(&out).ends_with("Blocked by shell hook."), "{}", outcome(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    std::thread::sleep(Duration::from_millis(3500));
     assert!(
         !marker.exists(),
         "the grandchild was not killed with the group"
     );
+}
+
+#[test]
+fn a_printed_block_counts_when_a_background_child_keeps_stdout_open() {
+    let home = TestHome::new();
+    let script = home.script(
+        "guard.sh",
+        "#!/bin/bash\ncat >/dev/null\nsleep 600 &\necho '{\"action\": \"block\", \"message\": \"no deletes\"}'\nexit 0\n",
+    );
+    home.config(&format!(
+        "hooks:\n  pre_tool_call:\n    - {{command: {script}, timeout: 60}}\n"
+    ));
+    let out = fire(&home, "pre_tool_call", RM);
+    assert!(outcome(&out).contains("no deletes"), "{}", outcome(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("timed out"), "{stderr}");
 }
 
 #[test]

@@ -57,10 +57,15 @@
 //! Each hook runs in a **process group of its own**. The timeout is enforced by hermes, not
 //! by the hook: the run is over when the process has exited *and* both of its output pipes
 //! are closed. If that has not happened by the timeout, the **whole group** is killed with
-//! `SIGKILL`, so a script that started a background child still holding stdout open returns
-//! at its timeout instead of hanging the agent. After the kill hermes waits at most
-//! [`KILL_GRACE`] for the pipes to close (a process that left the group with `setsid` could
-//! keep them open), then returns regardless.
+//! `SIGKILL`, so a script that started a background child still holding stdout open cannot
+//! hang the agent. After the kill hermes waits at most [`KILL_GRACE`] for the pipes to close
+//! (a process that left the group with `setsid` could keep them open), then returns
+//! regardless.
+//!
+//! A hook that has printed its answer and exited is not held to its timeout by such a
+//! child: once the hook's own process is gone, hermes waits at most [`EXIT_GRACE`] for end
+//! of file, then kills the group and decides on what the hook printed. A guard that
+//! prints a block and exits 0 therefore blocks, whatever it left running.
 //!
 //! # Caveats
 //!
@@ -86,6 +91,10 @@ pub const OUTPUT_CAP: usize = 1 << 20;
 
 /// How long a run waits for its pipes to close after the timeout killed its process group.
 pub const KILL_GRACE: Duration = process::KILL_GRACE;
+
+/// How long a run waits for its pipes to close after the hook's own process exited, before
+/// it kills what the hook left holding them and decides on what was printed.
+pub const EXIT_GRACE: Duration = Duration::from_millis(250);
 
 /// What happened when a command ran. Every field is always set, as in the reference's result
 /// dict (`returncode, stdout, stderr, timed_out, elapsed_seconds, error`).
@@ -285,7 +294,8 @@ pub fn run_argv_with_env(
         .input(stdin)
         .capture(OUTPUT_CAP)
         .timeout(timeout)
-        .grace(KILL_GRACE);
+        .grace(KILL_GRACE)
+        .after_exit(EXIT_GRACE);
     let out = match process::run(&mut cmd, &how) {
         Ok(out) => out,
         Err(e) => return RunResult::failed(spawn_error(&e, &argv[0]), started),
