@@ -557,7 +557,11 @@ fn a_grandchild_holding_stdout_is_killed_with_the_group_once_the_hook_exits() {
     ));
     let out = fire(&home, "pre_tool_call", RM);
     // Decided on what it printed, once it exited; nothing timed out.
-    assert!(outcome(&out).ends_with("Blocked by shell hook."), "{}", outcome(&out));
+    assert!(
+        outcome(&out).ends_with("Blocked by shell hook."),
+        "{}",
+        outcome(&out)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("timed out"), "{stderr}");
     std::thread::sleep(Duration::from_millis(3500));
@@ -1702,4 +1706,66 @@ fn loading_reads_the_allowlist_once_however_many_hooks() {
     writer.join().unwrap().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("not allowlisted"), "{stderr}");
+}
+
+#[test]
+fn a_corrupt_allowlist_is_kept_every_time_and_its_readable_approvals_carried_over() {
+    let home = TestHome::new();
+    let allowlist = home.allowlist();
+    let mut scripts = Vec::new();
+    for i in 0..3 {
+        let script = home.script(&format!("h{i}.sh"), "#!/bin/sh\ncat >/dev/null\n");
+        allowlist.approve("pre_tool_call", &script).unwrap();
+        scripts.push(script);
+    }
+    let path = allowlist.path().to_path_buf();
+    // Cut inside the third entry, and an orphan temporary file a killed writer left.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cut = text.rfind("\"command\"").unwrap();
+    std::fs::write(&path, &text[..cut]).unwrap();
+    let orphan = path.with_file_name("shell-hooks-allowlist.json.4242.0.tmp");
+    std::fs::write(&orphan, "{").unwrap();
+    let fresh = home.script("fresh.sh", "#!/bin/sh\ncat >/dev/null\n");
+    let out = home.hermes(&["hooks", "allow", &fresh, "--event", "pre_tool_call"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("2 approval(s) read from it were kept, 1 could not be read and are lost"),
+        "{stderr}"
+    );
+    let commands: Vec<String> = allowlist
+        .approvals()
+        .into_iter()
+        .map(|a| a.command)
+        .collect();
+    assert!(
+        commands.contains(&scripts[0]) && commands.contains(&scripts[1]),
+        "{commands:?}"
+    );
+    assert!(
+        commands.contains(&fresh) && !commands.contains(&scripts[2]),
+        "{commands:?}"
+    );
+    assert!(!orphan.exists(), "the orphan temporary file was removed");
+    // A second corruption is kept beside the first, not over it.
+    std::fs::write(&path, "{oops").unwrap();
+    let again = home.script("again.sh", "#!/bin/sh\ncat >/dev/null\n");
+    std::thread::sleep(Duration::from_millis(5));
+    let out = home.hermes(&["hooks", "allow", &again, "--event", "pre_tool_call"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let copies: Vec<String> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("shell-hooks-allowlist.json.corrupt-"))
+        .collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
 }

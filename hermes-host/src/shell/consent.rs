@@ -208,8 +208,9 @@ impl Allowlist {
     fn corrupt(&self, what: &str) -> String {
         let message = format!(
             "{}: {what}; treating the shell hook allowlist as empty, so no shell hook runs until approved again. \
-             To repair it, fix the JSON by hand, or approve the hooks again (`hermes hooks allow`, or \
-             --accept-hooks), which sets the broken file aside as {}",
+             To repair it, fix the JSON by hand, or approve any hook again (`hermes hooks allow`, or \
+             --accept-hooks): the broken file is then kept as {}-<time>, and the approvals that \
+             can still be read from it are carried over",
             self.path.display(),
             self.corrupt_path().display()
         );
@@ -217,11 +218,24 @@ impl Allowlist {
         message
     }
 
-    /// Where a corrupt or untrusted allowlist is moved before a new one is written.
+    /// The stem of where a corrupt or untrusted allowlist is moved before a new one is
+    /// written: each copy is `<stem>-<UTC time>-<pid>`, so a later corruption never
+    /// overwrites an earlier copy.
     pub fn corrupt_path(&self) -> PathBuf {
         let mut name = self.path.file_name().unwrap_or_default().to_os_string();
         name.push(".corrupt");
         self.path.with_file_name(name)
+    }
+
+    /// A new, unused name for a copy of a corrupt allowlist.
+    fn corrupt_copy_path(&self) -> PathBuf {
+        let stamp: String = utc_now_iso()
+            .chars()
+            .map(|c| if c == ':' { '-' } else { c })
+            .collect();
+        let mut name = self.corrupt_path().into_os_string();
+        name.push(format!("-{stamp}-{}", std::process::id()));
+        PathBuf::from(name)
     }
 
     /// Every well-formed approval, in file order.
@@ -325,16 +339,36 @@ impl Allowlist {
                 return Err(fail(err, &lock_path));
             }
         }
+        self.remove_orphan_temporaries();
         let (mut data, warning) = self.load();
         if warning.is_some() && self.path.exists() {
-            // Never overwrite what could not be read: it may hold approvals worth recovering.
-            let aside = self.corrupt_path();
+            // Never overwrite what could not be read: every such copy is kept, under a name
+            // of its own, and the approvals that still parse are carried over (unless the
+            // file is one another user could write, whose approvals prove nothing).
+            let trusted =
+                crate::trust::inspect(&self.path, crate::trust::Role::Allowlist).is_none();
+            let salvaged = trusted
+                .then(|| std::fs::read(&self.path).ok())
+                .flatten()
+                .map(|bytes| salvage(&String::from_utf8_lossy(&bytes)));
+            let aside = self.corrupt_copy_path();
             std::fs::rename(&self.path, &aside).map_err(|e| fail(e, &self.path))?;
-            tracing::warn!(
-                "moved the unreadable shell hook allowlist {} to {}; recover approvals from it by hand if needed",
-                self.path.display(),
-                aside.display()
-            );
+            match salvaged {
+                Some((kept, lost)) => {
+                    let count = kept.len();
+                    approvals_mut(&mut data).extend(kept);
+                    tracing::warn!(
+                        "moved the unreadable shell hook allowlist {} to {}; {count} approval(s) read from it were kept, {lost} could not be read and are lost (approve those hooks again)",
+                        self.path.display(),
+                        aside.display()
+                    );
+                }
+                None => tracing::warn!(
+                    "moved the untrusted shell hook allowlist {} to {}; none of its approvals were kept",
+                    self.path.display(),
+                    aside.display()
+                ),
+            }
         }
         let out = change(&mut data);
         let text = dumps(
@@ -348,6 +382,25 @@ impl Allowlist {
         self.replace(&text)?;
         drop(lock);
         Ok(out)
+    }
+
+    /// Removes temporary files a writer killed mid-write left beside the allowlist. Called
+    /// under the lock, so no writer is running: every such file is an orphan.
+    fn remove_orphan_temporaries(&self) {
+        let (Some(dir), Some(name)) = (self.path.parent(), self.path.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            if file.starts_with(&prefix) && file.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     fn replace(&self, text: &str) -> Result<(), AllowlistError> {
@@ -390,6 +443,55 @@ impl Allowlist {
         }
         Ok(())
     }
+}
+
+/// The approvals that can still be read from a corrupt allowlist `text`: every object
+/// nested in the top-level object's list that parses on its own and is a well-formed
+/// approval. Returns them, and how many entries were there but could not be read.
+fn salvage(text: &str) -> (Vec<Value>, usize) {
+    let bytes = text.as_bytes();
+    let (mut depth, mut start, mut in_string, mut escaped) = (0usize, None, false, false);
+    let (mut kept, mut lost) = (Vec::new(), 0usize);
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                // {"approvals": [ {entry}, ... ]}: entries open at depth 3.
+                if b == b'{' && depth == 3 {
+                    start = Some(i);
+                }
+            }
+            b'}' | b']' => {
+                if b == b'}' && depth == 3 {
+                    if let Some(from) = start.take() {
+                        match serde_json::from_str::<Value>(&text[from..=i]) {
+                            Ok(v) if v.as_object().and_then(Approval::from_json).is_some() => {
+                                kept.push(v);
+                            }
+                            _ => lost += 1,
+                        }
+                    }
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+    }
+    // An entry cut off by the end of the file.
+    if start.is_some() {
+        lost += 1;
+    }
+    (kept, lost)
 }
 
 fn entries(data: &Map<String, Value>) -> impl Iterator<Item = &Map<String, Value>> {
@@ -608,10 +710,9 @@ mod tests {
         );
         // Approving again sets the broken file aside instead of overwriting it.
         list.approve("pre_tool_call", "true").unwrap();
-        assert_eq!(
-            std::fs::read_to_string(list.corrupt_path()).unwrap(),
-            "{not json"
-        );
+        let aside = corrupt_copies(&list);
+        assert_eq!(aside.len(), 1);
+        assert_eq!(std::fs::read_to_string(&aside[0]).unwrap(), "{not json");
         assert!(list.load().1.is_none());
         assert_eq!(list.approvals().len(), 1);
         std::fs::write(list.path(), "[1]").unwrap();
@@ -645,7 +746,25 @@ mod tests {
             list.entry_for("pre_tool_call", "true").is_none(),
             "an approval from the untrusted file is not carried over"
         );
-        assert!(list.corrupt_path().exists());
+        assert_eq!(corrupt_copies(&list).len(), 1);
+    }
+
+    /// The copies of corrupt or untrusted allowlists set aside beside `list`.
+    fn corrupt_copies(list: &Allowlist) -> Vec<PathBuf> {
+        let stem = list.corrupt_path().to_string_lossy().into_owned();
+        let dir = list
+            .path()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().starts_with(&format!("{stem}-")))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     #[test]
