@@ -2282,3 +2282,37 @@ fn a_second_gateway_on_the_same_home_refuses_to_start_unless_told() {
     );
     gateway.stop();
 }
+
+#[test]
+fn a_transcript_torn_by_a_kill_is_repaired_at_start_and_its_cut_bytes_kept() {
+    let home = TestHome::new();
+    home.config("model: x\n");
+    let whole = "{\"role\":\"user\",\"content\":\"one\"}\n";
+    let torn = "{\"role\":\"assistant\",\"content\":\"cut sh";
+    home.write("sessions/sess-old.jsonl", &format!("{whole}{torn}"));
+    home.write("sessions/sess-fine.jsonl", whole);
+    let run = home.stdin_run(&[], &[msg("c1", "u1", "hello")]);
+    let path = home.path().join("sessions/sess-old.jsonl");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("sessions/sess-old.jsonl.torn")).unwrap(),
+        torn
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("sessions/sess-fine.jsonl")).unwrap(),
+        whole
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "gateway: {} ended with a line cut short ({} bytes",
+            path.display(),
+            torn.len()
+        )),
+        "{}",
+        run.stderr
+    );
+    // Every transcript reads back as whole lines now.
+    for t in home.transcript_files() {
+        home.transcript(t.file_stem().unwrap().to_str().unwrap());
+    }
+}

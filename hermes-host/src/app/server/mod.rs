@@ -200,6 +200,10 @@ impl Server {
         options: ServerOptions,
         log: Arc<dyn GatewayLog>,
     ) -> Server {
+        // Before anything is appended: a kill can leave a transcript's last line cut short.
+        for line in TranscriptStore::new(options.sessions_dir.clone()).repair_torn_tails() {
+            log.line(&line);
+        }
         let core = Arc::new(Core {
             transcripts: TranscriptStore::new(options.sessions_dir.clone()).with_spares(
                 spare_files::SpareFiles::start(

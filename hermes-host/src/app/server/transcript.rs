@@ -100,6 +100,40 @@ impl TranscriptStore {
         }
     }
 
+    /// Repairs the transcripts a kill left with their last line cut short: each is
+    /// truncated to its last whole line, and the cut bytes are kept beside it in
+    /// `<session_id>.jsonl.torn` (`.torn-2`, ... when that exists), so nothing is lost and
+    /// every line of every transcript is whole JSON again. Returns one line per repair, or
+    /// per transcript that could not be repaired, for the gateway's log. Run at start,
+    /// before this process appends to anything.
+    pub fn repair_torn_tails(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return lines;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_transcript = path.extension().is_some_and(|x| x == "jsonl")
+                && entry.file_type().is_ok_and(|t| t.is_file());
+            if !is_transcript {
+                continue;
+            }
+            match repair_one(&path) {
+                Ok(None) => {}
+                Ok(Some((cut, kept))) => lines.push(format!(
+                    "gateway: {} ended with a line cut short ({cut} bytes, likely by a kill); truncated to its last whole line, the cut bytes kept in {}",
+                    path.display(),
+                    kept.display()
+                )),
+                Err(e) => lines.push(format!(
+                    "gateway: {} may end with a line cut short and could not be repaired: {e}",
+                    path.display()
+                )),
+            }
+        }
+        lines
+    }
+
     /// `<dir>/<session_id>.jsonl`.
     ///
     /// # Errors
@@ -189,6 +223,67 @@ impl OpenTranscript {
                 source,
             })
     }
+}
+
+/// Truncates `path` to its last whole line when its last line is cut short, keeping the cut
+/// bytes in a `.torn` file beside it: `(bytes cut, where they are)`, or `None` when the file
+/// ends with a newline (or is empty).
+fn repair_one(path: &std::path::Path) -> std::io::Result<Option<(u64, PathBuf)>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(None);
+    }
+    // Walk back to the last newline, a block at a time.
+    let mut keep = 0u64;
+    let mut end = len;
+    let mut block = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let chunk = &mut block[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(at) = chunk.iter().rposition(|&b| b == b'\n') {
+            keep = start + at as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    let mut cut = Vec::with_capacity((len - keep) as usize);
+    file.seek(SeekFrom::Start(keep))?;
+    file.read_to_end(&mut cut)?;
+    let mut n = 1;
+    let kept = loop {
+        let mut name = path.as_os_str().to_os_string();
+        name.push(if n == 1 {
+            ".torn".to_string()
+        } else {
+            format!(".torn-{n}")
+        });
+        let candidate = PathBuf::from(name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&candidate)
+        {
+            Ok(mut torn) => {
+                torn.write_all(&cut)?;
+                break candidate;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    file.set_len(keep)?;
+    Ok(Some((len - keep, kept)))
 }
 
 #[cfg(test)]
