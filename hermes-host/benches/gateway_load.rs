@@ -168,6 +168,16 @@ fn home(dir: &Path) {
     std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
+/// The token the bench's gateway is started with, sent first on every connection.
+const TOKEN: &str = "bench-token-0123456789abcdef";
+
+/// A client connection that has sent the gateway's token.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    writeln!(stream, r#"{{"token": "{TOKEN}"}}"#).expect("send the token");
+    stream
+}
+
 fn start(dir: &Path) -> (Child, SocketAddr) {
     // Another build of `hermes` (an older commit, say) can be measured with the same bench.
     let binary = std::env::var_os("HERMES_BENCH_BIN").map_or_else(
@@ -186,6 +196,7 @@ fn start(dir: &Path) -> (Child, SocketAddr) {
             "off",
         ])
         .env_remove("HERMES_HOME")
+        .env("HERMES_GATEWAY_TOKEN", TOKEN)
         .env("HERMES_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -383,9 +394,7 @@ fn main() {
 
     let base_fds = open_fds(pid);
     let started = Instant::now();
-    let mut streams: Vec<TcpStream> = (0..connections)
-        .map(|_| TcpStream::connect(addr).expect("connect"))
-        .collect();
+    let mut streams: Vec<TcpStream> = (0..connections).map(|_| connect(addr)).collect();
     while open_fds(pid) < base_fds + connections {
         assert!(
             started.elapsed() < Duration::from_secs(60),

@@ -89,6 +89,10 @@ fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The token the tests' gateways are started with (HERMES_GATEWAY_TOKEN), sent first on
+/// every TCP connection.
+const TOKEN: &str = "test-token-0123456789abcdef";
+
 /// A fresh `HERMES_HOME`.
 struct TestHome {
     dir: tempfile::TempDir,
@@ -194,6 +198,7 @@ impl TestHome {
             cmd.env_remove(var);
         }
         cmd.env("HERMES_LOG", "warn").env("NO_COLOR", "1");
+        cmd.env("HERMES_GATEWAY_TOKEN", TOKEN);
         cmd
     }
 
@@ -394,7 +399,8 @@ struct Gateway {
 
 impl Gateway {
     fn connect(&self) -> Client {
-        let stream = TcpStream::connect(self.addr).unwrap();
+        let mut stream = TcpStream::connect(self.addr).unwrap();
+        writeln!(stream, r#"{{"token": "{TOKEN}"}}"#).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
@@ -796,7 +802,7 @@ fn an_allow_dispatches_the_message_as_is_and_wins_over_a_later_skip() {
 }
 
 #[test]
-fn unauthorised_users_get_a_refusal_after_pre_gateway_dispatch_and_internal_messages_pass() {
+fn unauthorised_users_get_a_refusal_after_pre_gateway_dispatch_and_clients_cannot_send_internal() {
     let home = TestHome::new();
     home.config("gateway:\n  allowed_users: [alice, 42]\n");
     let run = home.stdin_run(
@@ -808,6 +814,13 @@ fn unauthorised_users_get_a_refusal_after_pre_gateway_dispatch_and_internal_mess
             json!({"chat_id": "c4", "user_id": "system", "text": "internal note", "internal": true}),
         ],
     );
+    // A client cannot send an internal message: it would skip authorisation and
+    // pre_gateway_dispatch.
+    let refused_internal = run.stdout.iter().any(|l| {
+        l.contains("\"kind\":\"error\"")
+            && l.contains("`internal` is for the gateway's own messages")
+    });
+    assert!(refused_internal, "{:?}", run.stdout);
     let refused = run.messages_for("c1");
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0]["kind"], "refusal");
@@ -819,17 +832,17 @@ fn unauthorised_users_get_a_refusal_after_pre_gateway_dispatch_and_internal_mess
     );
     assert_eq!(run.messages_for("c2")[0]["text"], "hi");
     assert_eq!(run.messages_for("c3")[0]["text"], "numeric id");
-    assert_eq!(run.messages_for("c4")[0]["text"], "internal note");
+    assert!(run.messages_for("c4").is_empty());
     assert!(
         run.stderr
             .contains("gateway: unauthorised user mallory on local chat c1: message refused"),
         "{}",
         run.stderr
     );
-    // pre_gateway_dispatch ran for the three outside messages, the refused one included;
-    // the refused one never reached the agent.
+    // pre_gateway_dispatch ran for the three messages, the refused one included; the
+    // refused one never reached the agent, and the would-be internal one reached nothing.
     assert_eq!(home.trace_of(&["pre_gateway_dispatch"]).len(), 3);
-    assert_eq!(home.trace_of(&["agent:start"]).len(), 3);
+    assert_eq!(home.trace_of(&["agent:start"]).len(), 2);
 }
 
 #[test]
@@ -1337,7 +1350,10 @@ fn an_isolated_plugin_serves_the_gateway_from_its_worker() {
 
 /// A raw TCP client, for bytes that are not JSON lines.
 fn raw(gateway: &Gateway) -> (TcpStream, BufReader<TcpStream>) {
-    let stream = TcpStream::connect(gateway.addr).unwrap();
+    let mut stream = TcpStream::connect(gateway.addr).unwrap();
+    // A client the gateway refuses at once (over max_connections) may be closed before
+    // the token is written; what it was told is read below.
+    let _ = writeln!(stream, r#"{{"token": "{TOKEN}"}}"#);
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
@@ -2315,4 +2331,101 @@ fn a_transcript_torn_by_a_kill_is_repaired_at_start_and_its_cut_bytes_kept() {
     for t in home.transcript_files() {
         home.transcript(t.file_stem().unwrap().to_str().unwrap());
     }
+}
+
+#[test]
+fn a_tcp_client_must_send_the_token_first_and_listen_needs_one() {
+    let home = TestHome::new();
+    home.config("model: x\n");
+    let gateway = home.start(&["--trace", "off"]);
+    // No token: an error line, then the connection closes; nothing is handled.
+    for first in [
+        json!({"chat_id": "c1", "user_id": "u", "text": "hi"}).to_string(),
+        json!({"token": "wrong-token-0123456789"}).to_string(),
+    ] {
+        let mut stream = TcpStream::connect(gateway.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        writeln!(stream, "{first}").unwrap();
+        writeln!(stream, "{}", msg("c1", "u", "after")).unwrap();
+        let mut reader = BufReader::new(stream);
+        let answer = read_json(&mut reader).expect("an error line");
+        assert_eq!(answer["kind"], "error", "{answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("with the gateway's token"),
+            "{answer}"
+        );
+        assert!(closed(&mut reader));
+    }
+    // With the token, the same message is answered.
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u", "hello"));
+    assert_eq!(client.recv()["text"], "hello");
+    drop(client);
+    let finished = gateway.stop();
+    let refusals = finished
+        .stdout
+        .iter()
+        .filter(|l| l.contains("gateway: refused tcp 127.0.0.1:"))
+        .count();
+    assert_eq!(refusals, 2, "{:?}", finished.stdout);
+    // Without any token configured, --listen does not start.
+    let out = home
+        .command(&["--listen", "127.0.0.1:0"])
+        .env_remove("HERMES_GATEWAY_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--listen needs a token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_default_endpoint_is_a_private_unix_socket_in_the_home() {
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    use std::os::unix::net::UnixStream;
+    let home = TestHome::new();
+    home.config("model: x\n");
+    let mut child = home
+        .command(&["--trace", "off"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let path = PathBuf::from(first.trim());
+    assert_eq!(path, home.path().join("gateway.sock"), "{first}");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    // No token on the owner's socket: the first line is a message.
+    let stream = UnixStream::connect(&path).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    writeln!(writer, "{}", msg("c1", "u1", "over the socket")).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["text"], "over the socket", "{line}");
+    drop(writer);
+    drop(reader);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(!path.exists(), "the socket file is removed at exit");
 }

@@ -52,7 +52,7 @@ pub enum Command {
         command: GatewayCommand,
     },
     /// Measure what the installed hooks cost: native plugins, shell hooks and gateway hooks.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
 }
 
 /// `hermes bench`.
@@ -232,8 +232,9 @@ pub enum GatewayCommand {
         #[arg(long, value_name = "SECS", default_value_t = 30.0)]
         deadline: f64,
     },
-    /// Run the agent behind a local message gateway (a loopback TCP and/or stdin adapter).
-    Run(GatewayRunArgs),
+    /// Run the agent behind a local message gateway (a Unix socket in the home by default;
+    /// a loopback TCP and/or stdin adapter).
+    Run(Box<GatewayRunArgs>),
     /// Make the running gateway of this home reload config.yaml, shell hooks, gateway hooks
     /// and plugins (it is sent SIGHUP; its pid is in HERMES_HOME/gateway.pid).
     Reload,
@@ -241,14 +242,17 @@ pub enum GatewayCommand {
 
 /// `hermes gateway run`.
 #[derive(Args, Debug)]
-#[command(group(
-    clap::ArgGroup::new("adapter").required(true).multiple(true).args(["listen", "stdin"])
-))]
 pub struct GatewayRunArgs {
     /// Listen for JSON-lines clients on this loopback address (port 0: any free port); the
-    /// bound address is the first line on stdout.
+    /// bound address is the first line on stdout. Clients send the gateway's token first
+    /// (HERMES_GATEWAY_TOKEN or gateway.token in config.yaml).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Listen on a Unix socket at PATH, which only this user can connect to. The default
+    /// endpoint, at HERMES_HOME/gateway.sock, when neither --listen nor --stdin is given;
+    /// its path is the first line on stdout.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     /// Read JSON-lines messages from stdin and write answers to stdout; end of input stops
     /// the gateway (after every message is answered).
     #[arg(long)]

@@ -2,7 +2,10 @@
 //!
 //! Both adapters speak the JSON-lines protocol of [`wire`](super::wire):
 //!
-//! - [`TcpAdapter`] listens on a loopback address; every connection is a client that sends
+//! - [`UnixAdapter`], the default, listens on `$HERMES_HOME/gateway.sock`, which only the
+//!   home's owner can connect to; [`TcpAdapter`] listens on a loopback address and admits
+//!   a client only after its first line gives the gateway's token. Every connection of
+//!   either is a client that sends
 //!   messages for any number of chats and receives every outbound message of the chats it
 //!   wrote to. The listener and every connection are tasks on the gateway's tokio runtime,
 //!   so the number of threads does not grow with the number of clients.
@@ -300,11 +303,7 @@ impl Router {
 
     /// Opens a connection whose lines a task writes to `out`, and returns the receiver of
     /// its kill switch too (the reading side stops when it turns `true`).
-    fn open_task(
-        &self,
-        name: String,
-        mut out: tokio::net::tcp::OwnedWriteHalf,
-    ) -> (Arc<Connection>, watch::Receiver<bool>) {
+    fn open_task(&self, name: String, mut out: Writer) -> (Arc<Connection>, watch::Receiver<bool>) {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let (conn, parts) = self.register(name, Sink::Task(tx));
         let killed_for_reader = parts.killed.clone();
@@ -548,12 +547,139 @@ impl TcpAdapter {
         server: Server,
         runtime: &tokio::runtime::Handle,
         limits: &GatewayLimits,
+        token: Arc<str>,
     ) -> std::io::Result<tokio::task::JoinHandle<()>> {
         self.listener.set_nonblocking(true)?;
         let _inside = runtime.enter();
-        let listener = tokio::net::TcpListener::from_std(self.listener)?;
+        let listener = Listener::Tcp(tokio::net::TcpListener::from_std(self.listener)?);
         let limits = Arc::new(limits.clone());
-        Ok(runtime.spawn(accept_loop(listener, server, limits)))
+        Ok(runtime.spawn(accept_loop(listener, server, limits, Some(token))))
+    }
+}
+
+/// The longest first line a client may send (its token line).
+const MAX_TOKEN_LINE: usize = 4096;
+
+/// Reads a client's first line, `{"token": "..."}`, within `within`, and checks the token
+/// (in constant time). Returns what the client sent after that line.
+async fn read_token_line(
+    input: &mut Reader,
+    chunk: &mut [u8],
+    token: &str,
+    within: Duration,
+) -> Result<Vec<u8>, String> {
+    let mut got: Vec<u8> = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    let newline = loop {
+        if let Some(at) = got.iter().position(|&b| b == b'\n') {
+            break at;
+        }
+        if got.len() > MAX_TOKEN_LINE {
+            return Err(format!(
+                "its first line is longer than {MAX_TOKEN_LINE} bytes"
+            ));
+        }
+        match tokio::time::timeout_at(deadline, input.read(chunk)).await {
+            Err(_) => return Err("it sent no token line in time".into()),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err("it closed before sending a token".into()),
+            Ok(Ok(n)) => got.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let line = &got[..newline];
+    let sent = serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("token").and_then(|t| t.as_str()).map(str::to_string));
+    match sent {
+        Some(sent) if constant_time_eq(sent.as_bytes(), token.as_bytes()) => {
+            Ok(got[newline + 1..].to_vec())
+        }
+        Some(_) => Err("its token is wrong".into()),
+        None => Err("its first line is not {\"token\": \"...\"}".into()),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The default endpoint: a Unix socket in `$HERMES_HOME` that only its owner can connect
+/// to (mode 0600), speaking the same JSON-lines protocol as [`TcpAdapter`], with no token.
+pub struct UnixAdapter {
+    listener: Option<std::os::unix::net::UnixListener>,
+    path: std::path::PathBuf,
+}
+
+impl UnixAdapter {
+    /// Binds a socket at `path`, private to this user from the moment it can be reached: it
+    /// is bound under a temporary name, made 0600, then renamed into place. A socket file
+    /// left by a gateway that is gone is replaced; one that answers is another gateway's.
+    ///
+    /// # Errors
+    ///
+    /// `AddrInUse` when a gateway answers at `path`; otherwise the bind, chmod or rename
+    /// error.
+    pub fn bind(path: &std::path::Path) -> std::io::Result<UnixAdapter> {
+        use std::os::unix::fs::PermissionsExt as _;
+        if path.exists() {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    format!("a gateway already answers at {}", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let mut temporary = path.as_os_str().to_os_string();
+        temporary.push(format!(".{}.tmp", std::process::id()));
+        let temporary = std::path::PathBuf::from(temporary);
+        let _ = std::fs::remove_file(&temporary);
+        let listener = std::os::unix::net::UnixListener::bind(&temporary)?;
+        let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::rename(&temporary, path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(e);
+        }
+        Ok(UnixAdapter {
+            listener: Some(listener),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Accepts connections as a task on `runtime`, as [`TcpAdapter::serve`] does. The socket
+    /// file is removed when the adapter is dropped.
+    ///
+    /// # Errors
+    ///
+    /// When the listener cannot be handed to the runtime.
+    pub fn serve(
+        &mut self,
+        server: Server,
+        runtime: &tokio::runtime::Handle,
+        limits: &GatewayLimits,
+    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        let Some(listener) = self.listener.take() else {
+            return Err(std::io::Error::other("the socket is served already"));
+        };
+        listener.set_nonblocking(true)?;
+        let _inside = runtime.enter();
+        let listener = Listener::Unix(tokio::net::UnixListener::from_std(listener)?);
+        let limits = Arc::new(limits.clone());
+        Ok(runtime.spawn(accept_loop(listener, server, limits, None)))
+    }
+}
+
+impl Drop for UnixAdapter {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -566,10 +692,46 @@ impl Drop for Open {
     }
 }
 
+/// A listener of either kind, and what its `accept` gives.
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+impl Listener {
+    /// The next client: its reading and writing halves, and its name for the log.
+    async fn accept(&self) -> std::io::Result<(Reader, Writer, String)> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, peer) = listener.accept().await?;
+                let _ = stream.set_nodelay(true);
+                let (input, output) = stream.into_split();
+                Ok((Box::new(input), Box::new(output), format!("tcp {peer}")))
+            }
+            Listener::Unix(listener) => {
+                let (stream, _) = listener.accept().await?;
+                // Only processes of the socket's owner can connect (mode 0600); the log
+                // names the one that did.
+                let who = stream
+                    .peer_cred()
+                    .ok()
+                    .and_then(|c| c.pid())
+                    .map_or_else(|| "unix".to_string(), |pid| format!("unix pid {pid}"));
+                let (input, output) = stream.into_split();
+                Ok((Box::new(input), Box::new(output), who))
+            }
+        }
+    }
+}
+
 async fn accept_loop(
-    listener: tokio::net::TcpListener,
+    listener: Listener,
     server: Server,
     limits: Arc<GatewayLimits>,
+    token: Option<Arc<str>>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
     let mut closing = server.closing();
@@ -579,8 +741,8 @@ async fn accept_loop(
             () = wait_killed(&mut closing) => return,
             accepted = listener.accept() => accepted,
         };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
+        let (input, mut output, name) = match accepted {
+            Ok(client) => client,
             Err(e) => {
                 // Out of descriptors, most likely: back off rather than spin on the error.
                 server.log_line(&format!(
@@ -592,7 +754,7 @@ async fn accept_loop(
         };
         if open.load(Ordering::SeqCst) >= limits.max_connections {
             server.log_line(&format!(
-                "gateway: refused tcp {peer}: {} clients are connected (gateway.max_connections)",
+                "gateway: refused {name}: {} clients are connected (gateway.max_connections)",
                 limits.max_connections
             ));
             let line = error_line(&format!(
@@ -600,10 +762,9 @@ async fn accept_loop(
                 limits.max_connections
             ));
             tokio::spawn(async move {
-                let mut stream = stream;
                 let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                    stream.write_all(format!("{line}\n").as_bytes()).await?;
-                    stream.shutdown().await
+                    output.write_all(format!("{line}\n").as_bytes()).await?;
+                    output.shutdown().await
                 })
                 .await;
             });
@@ -611,12 +772,11 @@ async fn accept_loop(
         }
         open.fetch_add(1, Ordering::SeqCst);
         let guard = Open(open.clone());
-        let _ = stream.set_nodelay(true);
         tokio::spawn(serve_connection(
-            stream,
-            peer,
+            (input, output, name),
             server.clone(),
             limits.clone(),
+            token.clone(),
             guard,
         ));
     }
@@ -625,18 +785,50 @@ async fn accept_loop(
 /// One TCP client: reads its lines under the limits until it stops sending, the gateway
 /// shuts down, or the connection is dropped.
 async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
+    (mut input, mut output, name): (Reader, Writer, String),
     server: Server,
     limits: Arc<GatewayLimits>,
+    token: Option<Arc<str>>,
     _open: Open,
 ) {
-    let name = format!("tcp {peer}");
-    let (mut input, output) = stream.into_split();
+    let mut chunk = vec![0u8; 16 * 1024];
+    // Any local account can reach a loopback port: a TCP client proves it was given the
+    // gateway's token before anything it sends is read as a message. (A Unix socket's
+    // mode already admits only its owner.)
+    let token_check = match &token {
+        Some(token) => read_token_line(&mut input, &mut chunk, token, limits.idle_timeout).await,
+        None => Ok(Vec::new()),
+    };
+    let rest = match token_check {
+        Ok(rest) => rest,
+        Err(why) => {
+            server.log_line(&format!("gateway: refused {name}: {why}"));
+            let line = error_line(&format!(
+                "{why}; send {{\"token\": \"...\"}} with the gateway's token (gateway.token in its config.yaml, or HERMES_GATEWAY_TOKEN) as the first line"
+            ));
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                output.write_all(format!("{line}\n").as_bytes()).await?;
+                output.shutdown().await
+            })
+            .await;
+            return;
+        }
+    };
     let (conn, mut killed) = server.router().open_task(name.clone(), output);
     let mut closing = server.closing();
     let mut lines = LineSplitter::new(limits.max_line_bytes);
-    let mut chunk = vec![0u8; 16 * 1024];
+    let take = |piece: Piece<'_>| match piece {
+        Piece::Line(n, bytes) => handle_line(n, bytes, &conn, &server),
+        Piece::TooLong(n) => {
+            server.log_line(&format!(
+                "gateway: {name} sent line {n} longer than {} bytes (gateway.max_line_bytes); skipping it",
+                limits.max_line_bytes
+            ));
+            conn.send_line(too_long_line(n, limits.max_line_bytes));
+        }
+    };
+    // What came with the token line is the first of the messages.
+    lines.push(&rest, take);
     loop {
         let deadline = lines
             .partial_since()
@@ -676,16 +868,7 @@ async fn serve_connection(
             }
             Some(Ok(n)) => n,
         };
-        lines.push(&chunk[..n], |piece| match piece {
-            Piece::Line(n, bytes) => handle_line(n, bytes, &conn, &server),
-            Piece::TooLong(n) => {
-                server.log_line(&format!(
-                    "gateway: {name} sent line {n} longer than {} bytes (gateway.max_line_bytes); skipping it",
-                    limits.max_line_bytes
-                ));
-                conn.send_line(too_long_line(n, limits.max_line_bytes));
-            }
-        });
+        lines.push(&chunk[..n], take);
     }
     conn.read_closed(server.router());
 }

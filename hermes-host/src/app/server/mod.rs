@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-pub use adapter::{Connection, Router, TcpAdapter, serve_stdio};
+pub use adapter::{Connection, Router, TcpAdapter, UnixAdapter, serve_stdio};
 pub use auth::AllowedUsers;
 pub use limits::GatewayLimits;
 pub use sessions::Rejected;

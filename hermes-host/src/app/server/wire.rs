@@ -3,11 +3,13 @@
 //! Inbound, one object per line:
 //!
 //! ```json
-//! {"chat_id": "c1", "user_id": "u1", "text": "hello", "platform": "local", "message_id": "m1", "internal": false}
+//! {"chat_id": "c1", "user_id": "u1", "text": "hello", "platform": "local", "message_id": "m1", "chat_type": "dm", "user_name": "Ann"}
 //! ```
 //!
-//! `platform` (default: the gateway's platform), `message_id` and `internal` are optional;
-//! unknown keys are ignored, so clients can add their own. Outbound, one object per line,
+//! `platform` (default: the gateway's platform), `message_id`, `chat_type` (`dm`, `group`
+//! or `channel`; default `dm`) and `user_name` are optional; unknown keys are ignored, so
+//! clients can add their own, but `"internal": true` is refused: only the gateway's own
+//! messages are internal. Outbound, one object per line,
 //! to every connection that sent a message for the chat:
 //!
 //! ```json
@@ -83,6 +85,13 @@ impl Inbound {
         if chat_id.is_empty() {
             return Err("`chat_id` is empty".into());
         }
+        // Internal messages skip authorisation and pre_gateway_dispatch: only the gateway
+        // itself may make them, never a client.
+        if wire.internal == Some(true) {
+            return Err(
+                "`internal` is for the gateway's own messages; a client cannot send one".into(),
+            );
+        }
         let chat_type = match wire.chat_type.as_deref() {
             None | Some("") => "dm".to_string(),
             Some(t @ ("dm" | "group" | "channel")) => t.to_string(),
@@ -103,7 +112,7 @@ impl Inbound {
             message_id: wire.message_id.map(IdOrText::into_string),
             chat_type,
             user_name: wire.user_name.filter(|n| !n.is_empty()),
-            internal: wire.internal.unwrap_or(false),
+            internal: false,
         })
     }
 }
@@ -257,13 +266,26 @@ mod examples {
     fn parse_works_as_documented() {
         use super::Inbound;
         let m = Inbound::parse(
-            r#"{"chat_id": 7, "user_id": "u", "text": "hi", "internal": true}"#,
+            r#"{"chat_id": 7, "user_id": "u", "text": "hi", "chat_type": "group"}"#,
             "local",
         )
         .unwrap();
         assert_eq!(
-            (m.chat_id.as_str(), m.platform.as_str(), m.internal),
-            ("7", "local", true)
+            (
+                m.chat_id.as_str(),
+                m.platform.as_str(),
+                m.chat_type.as_str(),
+                m.internal
+            ),
+            ("7", "local", "group", false)
+        );
+        assert!(
+            Inbound::parse(
+                r#"{"chat_id": "c", "user_id": "u", "text": "t", "internal": true}"#,
+                "local"
+            )
+            .unwrap_err()
+            .contains("a client cannot send one")
         );
         assert!(
             Inbound::parse(r#"{"chat_id": "c"}"#, "local")

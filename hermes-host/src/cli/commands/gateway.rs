@@ -24,7 +24,7 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
             context,
             deadline,
         } => emit(settings, &event, context.as_deref(), deadline),
-        GatewayCommand::Run(args) => run::run(args, settings),
+        GatewayCommand::Run(args) => run::run(*args, settings),
         GatewayCommand::Reload => reload::signal_running(settings),
     }
 }

@@ -18,6 +18,6 @@ pub fn run(command: Command, settings: &Settings) -> anyhow::Result<ExitStatus> 
         Command::Run(args) => run::run(args, settings),
         Command::Hooks { command } => hooks::run(command, settings),
         Command::Gateway { command } => gateway::run(command, settings),
-        Command::Bench(args) => bench::run(args, settings),
+        Command::Bench(args) => bench::run(*args, settings),
     }
 }

@@ -1,6 +1,7 @@
 //! `hermes gateway run`: the agent behind the local message gateway.
 //!
-//! Start-up, in order: bind the TCP listener (its address is stdout's first line), load
+//! Start-up, in order: bind the listener (the Unix socket in the home by default, or the
+//! TCP listener; its path or address is stdout's first line), load
 //! plugins and shell hooks (with consent) exactly as `hermes run` does, load the gateway
 //! hooks, start the tokio runtime (`gateway.workers` threads) and the server
 //! (`gateway:startup`; its turn pool has `gateway.max_blocking` threads, `gateway.max_running`
@@ -22,7 +23,8 @@ use std::time::Duration;
 
 use crate::app::agent::{Agent, ApprovalMode, Approver, GatewayScript};
 use crate::app::server::{
-    AllowedUsers, GatewayLimits, Server, ServerOptions, Shutdown, TcpAdapter, serve_stdio,
+    AllowedUsers, GatewayLimits, Server, ServerOptions, Shutdown, TcpAdapter, UnixAdapter,
+    serve_stdio,
 };
 use anyhow::{Context, bail};
 use hermes_host::gateway::GatewayLog;
@@ -125,6 +127,39 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(value))
 }
 
+/// The token TCP clients must send first: `HERMES_GATEWAY_TOKEN`, else `gateway.token` of
+/// `config.yaml`. A loopback port is open to every account on the machine, so the gateway
+/// does not listen on one without a token.
+fn tcp_token(settings: &Settings) -> anyhow::Result<std::sync::Arc<str>> {
+    let from_env = std::env::var("HERMES_GATEWAY_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    let token = match from_env {
+        Some(token) => token,
+        None => {
+            let (config, _) = settings.home.load_config();
+            match config.get("gateway").and_then(|g| g.get("token")) {
+                Some(yaml_serde::Value::String(t)) if !t.trim().is_empty() => t.clone(),
+                Some(_) => bail!(
+                    "gateway.token in {} must be a non-empty string",
+                    settings.home.config_path().display()
+                ),
+                None => bail!(
+                    "--listen needs a token, since any account on this machine can reach a loopback port: set HERMES_GATEWAY_TOKEN, or gateway.token in {}; clients then send {{\"token\": \"...\"}} as their first line. --stdin needs none",
+                    settings.home.config_path().display()
+                ),
+            }
+        }
+    };
+    if token.len() < 16 {
+        bail!(
+            "the gateway token must be at least 16 characters (it is {}); make a random one, for example with `openssl rand -hex 16`",
+            token.len()
+        );
+    }
+    Ok(token.into())
+}
+
 pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let _lock = if args.beside_another {
         None
@@ -163,6 +198,10 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
 
+    let token = match args.listen {
+        Some(_) => Some(tcp_token(settings)?),
+        None => None,
+    };
     let tcp = match args.listen {
         Some(addr) => {
             let tcp = TcpAdapter::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
@@ -172,6 +211,21 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
                 .and_then(|()| out.flush())
                 .context("cannot write to stdout")?;
             Some(tcp)
+        }
+        None => None,
+    };
+    let socket_path = args.socket.clone().or_else(|| {
+        (args.listen.is_none() && !args.stdin).then(|| settings.home.root().join("gateway.sock"))
+    });
+    let mut unix = match &socket_path {
+        Some(path) => {
+            let unix = UnixAdapter::bind(path)
+                .with_context(|| format!("cannot listen on {}", path.display()))?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", unix.path().display())
+                .and_then(|()| out.flush())
+                .context("cannot write to stdout")?;
+            Some(unix)
         }
         None => None,
     };
@@ -251,9 +305,13 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     let (stop_tx, stop_rx) = channel();
     stop_on_signals(runtime.handle(), stop_tx.clone())
         .context("cannot listen for SIGINT and SIGTERM")?;
-    if let Some(tcp) = tcp {
-        tcp.serve(server.clone(), runtime.handle(), &limits)
+    if let (Some(tcp), Some(token)) = (tcp, token) {
+        tcp.serve(server.clone(), runtime.handle(), &limits, token)
             .context("cannot start the TCP adapter")?;
+    }
+    if let Some(unix) = &mut unix {
+        unix.serve(server.clone(), runtime.handle(), &limits)
+            .context("cannot start the Unix socket adapter")?;
     }
     if let Some(protocol) = protocol {
         let server = server.clone();
