@@ -237,6 +237,11 @@ impl Config {
         self.root.get(key)
     }
 
+    /// The whole document's top-level mapping.
+    pub(crate) fn root(&self) -> &Mapping {
+        &self.root
+    }
+
     /// `plugins.enabled` as names: `None` when missing or not a list (nothing enabled).
     pub fn plugins_enabled(&self) -> Option<Vec<String>> {
         string_list(self.get("plugins")?.get("enabled")?)

@@ -55,7 +55,7 @@ use hermes_hooks_abi::hooks::payload;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-use crate::home::{Config, Home};
+use crate::home::Home;
 use crate::payload::OwnedPayload;
 use crate::plugins::{DiscoverOptions, GatewayHandler, PluginReport, load_all};
 use crate::registry::{DispatchVerdict, FiringRecord, Outcome, Registry, ToolVerdict, TraceSink};
@@ -284,9 +284,8 @@ impl TestHostBuilder {
         std::fs::write(&manifest_path, text).map_err(|e| {
             TestHostError::new(format!("{}: cannot write it: {e}", manifest_path.display()))
         })?;
-        let mut config = Config::default();
-        config.enable_plugin(&self.name);
-        home.save_config(&config)
+        crate::config_edit::set_plugin(home, &self.name, true)
+            .map(drop)
             .map_err(|e| TestHostError::new(e.to_string()))
     }
 }

@@ -509,3 +509,69 @@ fn a_library_field_that_is_not_a_string_says_so() {
         "{error}"
     );
 }
+
+#[test]
+fn fifty_enables_at_once_all_land_and_the_rest_of_the_file_stays_byte_for_byte() {
+    let home = TestHome::new();
+    let original = "# the guard: DO NOT REMOVE\nmodel: &m gpt-4\nshadow: *m\nversion: '010'\nplugins:\n  enabled:\n    - guard   # keep\n  settings:\n    guard: {x: 1}\n";
+    home.config(original);
+    let hermes = hermes_tests::support::built().hermes();
+    let children: Vec<std::process::Child> = (0..50)
+        .map(|i| {
+            std::process::Command::new(&hermes)
+                .arg("--home")
+                .arg(home.path())
+                .args(["plugins", "enable", &format!("p{i}"), "--force"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    let config = hermes_host::home::Config::parse(&text).unwrap();
+    let enabled = config.plugins_enabled().unwrap();
+    assert_eq!(enabled.len(), 51, "{text}");
+    for i in 0..50 {
+        assert!(
+            enabled.contains(&format!("p{i}")),
+            "p{i} is missing:\n{text}"
+        );
+    }
+    // Everything but the added `- pN` lines is as it was.
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("- p"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(kept, original);
+    let leftovers: Vec<String> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A shape that cannot be edited in place is refused, naming the line.
+    home.config("model: x\nplugins: {enabled: [a]}\n");
+    let run = home.hermes(&["plugins", "enable", "b", "--force"], &[]);
+    run.expect_code(2);
+    assert!(
+        run.stderr()
+            .contains("line 2: `plugins:` has its value on the same line"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("config.yaml")).unwrap(),
+        "model: x\nplugins: {enabled: [a]}\n"
+    );
+}

@@ -141,10 +141,16 @@ pub fn import(
             return Ok(ExitStatus::Success);
         }
     }
-    let tmp = config_path.with_extension("yaml.import-tmp");
-    std::fs::write(&tmp, &merged).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &config_path)
-        .with_context(|| format!("cannot replace {}", config_path.display()))?;
+    // Written under the file's lock, and only onto the text the lines were shown against:
+    // a change made meanwhile (another command, an editor) is not overwritten.
+    hermes_host::config_edit::update(&settings.home, |now| {
+        if now == current {
+            Ok((merged.clone(), ()))
+        } else {
+            Err("it changed since the lines above were made; run the import again".into())
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
         "Wrote {} hook(s) to {}. None is approved: each asks for consent at its first run (or `hermes hooks allow`).",
         found.len(),

@@ -338,21 +338,16 @@ fn set_enabled(
     as_json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let home = &settings.home;
-    let (mut config, problem) = home.load_config();
+    let (_, problem) = home.load_config();
     if let Some(problem) = problem {
         bail!("{problem}; not changing it");
     }
     let known = hermes_host::plugins::discover(home, &Config::default(), &Default::default())
         .iter()
         .any(|c| c.key == name || c.name() == name);
-    let changed = if enable {
-        config.enable_plugin(name)
-    } else {
-        config.disable_plugin(name)
-    };
-    if changed {
-        home.save_config(&config)?;
-    }
+    // Only the two lists change, under the file's lock; every other byte stays.
+    let changed = hermes_host::config_edit::set_plugin(home, name, enable)
+        .map_err(|e| anyhow::anyhow!("{e}; nothing was changed"))?;
     let verb = if enable { "enabled" } else { "disabled" };
     if as_json {
         println!(
@@ -463,16 +458,19 @@ fn install(
         replace_file(&installed_yaml, manifest_text.as_bytes())?;
         InstallRecord::write(&dest, &manifest_text)?;
     }
-    let (mut config, problem) = home.load_config();
+    let (_, problem) = home.load_config();
     if let Some(problem) = problem {
         bail!(
             "installed into {}, but could not enable it: {problem}",
             dest.display()
         );
     }
-    if config.enable_plugin(&manifest.name) {
-        home.save_config(&config)?;
-    }
+    hermes_host::config_edit::set_plugin(home, &manifest.name, true).map_err(|e| {
+        anyhow::anyhow!(
+            "installed into {}, but could not enable it: {e}",
+            dest.display()
+        )
+    })?;
     if as_json {
         println!(
             "{}",
@@ -541,16 +539,19 @@ fn install_python(settings: &Settings, dir: &Path, as_json: bool) -> anyhow::Res
             path.display()
         );
     }
-    let (mut config, problem) = home.load_config();
+    let (_, problem) = home.load_config();
     if let Some(problem) = problem {
         bail!(
             "installed into {}, but could not enable it: {problem}",
             dest.display()
         );
     }
-    if config.enable_plugin(&manifest.name) {
-        home.save_config(&config)?;
-    }
+    hermes_host::config_edit::set_plugin(home, &manifest.name, true).map_err(|e| {
+        anyhow::anyhow!(
+            "installed into {}, but could not enable it: {e}",
+            dest.display()
+        )
+    })?;
     if as_json {
         println!(
             "{}",
