@@ -2429,3 +2429,80 @@ fn the_default_endpoint_is_a_private_unix_socket_in_the_home() {
     assert!(status.success());
     assert!(!path.exists(), "the socket file is removed at exit");
 }
+
+#[test]
+fn a_long_chat_keeps_a_window_of_history_in_memory_and_all_of_it_on_disk() {
+    require_python3();
+    let home = TestHome::new();
+    home.write("plugins/sizes/plugin.yaml", "name: sizes\n");
+    home.write(
+        "plugins/sizes/__init__.py",
+        "import os\nOUT = os.path.join(os.environ['HERMES_HOME'], 'sizes.out')\n\
+         def size(conversation_history, **kw):\n    with open(OUT, 'a') as f:\n        f.write(str(len(conversation_history)) + '\\n')\n\
+         def register(ctx):\n    ctx.register_hook('pre_llm_call', size)\n",
+    );
+    home.config("plugins:\n  enabled: [sizes]\ngateway:\n  history_window: 8\n");
+    let messages: Vec<Value> = (0..30).map(|i| msg("c1", "u1", &format!("m{i}"))).collect();
+    let run = home.stdin_run(&[], &messages);
+    let sizes: Vec<usize> = home
+        .lines_of("sizes.out")
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 30);
+    assert!(sizes.iter().all(|&n| n <= 8 + 8 / 4), "{sizes:?}");
+    assert!(sizes[29] >= 8, "the window is full: {sizes:?}");
+    let session = run.messages_for("c1")[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let users = home
+        .transcript(&session)
+        .iter()
+        .filter(|e| e["role"] == "user")
+        .count();
+    assert_eq!(users, 30, "the transcript keeps every message");
+}
+
+#[test]
+fn live_sessions_are_capped_and_the_quietest_is_ended() {
+    let home = TestHome::new();
+    home.config("gateway:\n  max_sessions: 2\n");
+    let gateway = home.start(&[]);
+    let mut client = gateway.connect();
+    let mut first_ids = Vec::new();
+    for chat in ["c1", "c2", "c3"] {
+        client.send(msg(chat, "u1", "hi"));
+        first_ids.push(client.recv()["session_id"].clone());
+    }
+    wait_until("c1's session to end", Duration::from_secs(20), || {
+        home.trace_of(&["on_session_finalize"]).len() == 1
+    });
+    client.send(msg("c1", "u1", "back"));
+    let again = client.recv();
+    assert_ne!(again["session_id"], first_ids[0], "c1 got a new session");
+    drop(client);
+    let finished = gateway.stop();
+    assert!(
+        finished.stdout.iter().any(|l| l.contains(
+            "gateway: ended the session of local chat c1, the one quiet longest: 2 sessions are live (gateway.max_sessions)"
+        )),
+        "{:?}",
+        finished.stdout
+    );
+}
+
+#[test]
+fn sessions_expire_by_default_after_the_configured_idle_time() {
+    let home = TestHome::new();
+    home.config("gateway:\n  session_idle_timeout: 0.5\n");
+    let gateway = home.start(&[]);
+    let mut client = gateway.connect();
+    client.send(msg("c1", "u1", "hello"));
+    client.recv();
+    wait_until("the idle session to end", Duration::from_secs(20), || {
+        home.trace_of(&["on_session_finalize"]).len() == 1
+    });
+    drop(client);
+    gateway.stop();
+}

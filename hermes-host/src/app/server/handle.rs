@@ -57,7 +57,19 @@ pub(crate) fn run(core: &Core, chat: &Chat, job: Job, live: &mut Option<Live>, i
                     end_session(core, chat, &current);
                     core.chats.count_finalized();
                 }
-                core.chats.set_session_id(&chat.key, None);
+                core.chats.clear_session_id(&chat.key, &current.session.id);
+            }
+        }
+        Job::Evict => {
+            if let Some(current) = live.take() {
+                if current.is_known() {
+                    core.log.line(&format!(
+                        "gateway: ended the session of {} chat {}, the one quiet longest: {} sessions are live (gateway.max_sessions)",
+                        chat.platform, chat.chat_id, core.options.limits.max_sessions
+                    ));
+                    end_session(core, chat, &current);
+                }
+                core.chats.clear_session_id(&chat.key, &current.session.id);
             }
         }
     }
@@ -205,6 +217,21 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
             &answer,
             Some(&session_id),
         );
+    }
+    keep_window(
+        &mut live.session.history,
+        core.options.limits.history_window,
+    );
+}
+
+/// Bounds what a chat keeps in memory: its last `window` history entries (everything is in
+/// its transcript). Trimmed in steps of a quarter window, so a long chat does not shift
+/// its whole window on every turn.
+fn keep_window(history: &mut Vec<serde_json::Value>, window: usize) {
+    if history.len() > window + window / 4 {
+        let drop = history.len() - window;
+        history.drain(..drop);
+        history.shrink_to(window + window / 4 + 16);
     }
 }
 

@@ -45,6 +45,17 @@ pub struct GatewayLimits {
     /// How long in-flight turns get to finish after SIGINT or SIGTERM
     /// (`gateway.shutdown_grace`, seconds) before they are interrupted.
     pub shutdown_grace: Duration,
+    /// The most history entries a chat's session keeps in memory (`gateway.history_window`);
+    /// older ones are in its transcript on disk. The hooks' `conversation_history` is this
+    /// window.
+    pub history_window: usize,
+    /// The most live sessions (`gateway.max_sessions`): a new chat beyond it ends the
+    /// session of the chat that has been quiet longest (`session:end`,
+    /// `on_session_finalize`).
+    pub max_sessions: usize,
+    /// How long a chat may be quiet before its session ends
+    /// (`gateway.session_idle_timeout`, seconds; `--idle-timeout` overrides it).
+    pub session_idle_timeout: Duration,
     /// Empty transcript files kept ready in `sessions/.spare/`
     /// (`gateway.spare_transcripts`; 0: none), so that as many chats can start at once
     /// without waiting for the filesystem to create their files.
@@ -71,6 +82,9 @@ impl Default for GatewayLimits {
             write_buffer_bytes: 8 << 20,
             shutdown_grace: Duration::from_secs(10),
             spare_transcripts: 256,
+            history_window: 200,
+            max_sessions: 10_000,
+            session_idle_timeout: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -155,9 +169,30 @@ impl GatewayLimits {
                         limits.spare_transcripts.to_string(),
                     ),
                 },
+                "history_window" => match count(value, 2, 1_000_000) {
+                    Some(n) => limits.history_window = n,
+                    None => bad(
+                        "a whole number from 2 to 1000000",
+                        limits.history_window.to_string(),
+                    ),
+                },
+                "max_sessions" => match count(value, 1, 10_000_000) {
+                    Some(n) => limits.max_sessions = n,
+                    None => bad(
+                        "a whole number from 1 to 10000000",
+                        limits.max_sessions.to_string(),
+                    ),
+                },
+                "session_idle_timeout" => match seconds(value) {
+                    Some(d) if !d.is_zero() => limits.session_idle_timeout = d,
+                    _ => bad(
+                        "a number of seconds above 0",
+                        format!("{} s", limits.session_idle_timeout.as_secs_f64()),
+                    ),
+                },
                 other if OTHER_KEYS.contains(&other) => {}
                 other => warnings.push(format!(
-                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, spare_transcripts, allowed_users); ignoring it"
+                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, spare_transcripts, history_window, max_sessions, session_idle_timeout, allowed_users, token); ignoring it"
                 )),
             }
         }

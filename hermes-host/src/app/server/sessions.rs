@@ -49,6 +49,9 @@ pub(crate) enum Job {
     Expire,
     /// The server shuts down: end the session.
     Close,
+    /// Too many sessions are live and this chat's was quiet longest: end it (the chat is
+    /// already out of the map; its next message starts a new one).
+    Evict,
 }
 
 /// A chat's live session.
@@ -160,6 +163,15 @@ impl Chats {
         };
     }
 
+    /// Forgets chat `key`'s session id, if it is still `id` (a chat evicted and then written
+    /// to again has a new one by then).
+    pub(crate) fn clear_session_id(&self, key: &str, id: &str) {
+        let mut ids = lock(&self.ids);
+        if ids.get(key).is_some_and(|current| current == id) {
+            ids.remove(key);
+        }
+    }
+
     /// Sessions ended at shutdown so far.
     pub(crate) fn finalized(&self) -> usize {
         self.finalized.load(Ordering::SeqCst)
@@ -182,6 +194,9 @@ pub(crate) fn submit(
         return Err(Rejected::ShuttingDown);
     }
     let key = message.session_key();
+    if !map.contains_key(&key) && map.len() >= core.options.limits.max_sessions {
+        evict_quietest(core, &mut map);
+    }
     let chat = map
         .entry(key.clone())
         .or_insert_with(|| {
@@ -212,6 +227,22 @@ pub(crate) fn submit(
         },
     );
     Ok(())
+}
+
+/// Makes room for a new chat: the chat quiet longest that has no work queued or running is
+/// taken out of the map, and its session ended on its own worker.
+fn evict_quietest(core: &Arc<Core>, map: &mut HashMap<String, Arc<Chat>>) {
+    let quietest = map
+        .iter()
+        .filter_map(|(key, chat)| {
+            let state = lock(&chat.state);
+            (!state.running && state.queue.is_empty()).then(|| (state.last_activity, key.clone()))
+        })
+        .min();
+    let Some((_, key)) = quietest else { return };
+    if let Some(chat) = map.remove(&key) {
+        push(core, &chat, lock(&chat.state), Job::Evict);
+    }
 }
 
 /// Appends `job` to the chat's queue and starts a worker when none runs.
@@ -343,6 +374,7 @@ fn drop_queued(core: &Arc<Core>) -> usize {
                     origin.end(&core.router);
                 }
                 Job::Close => state.queue.push_back(Job::Close),
+                Job::Evict => state.queue.push_back(Job::Evict),
                 Job::Expire => {}
             }
         }

@@ -298,7 +298,8 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
     options.platform = args.platform;
     options.allowed_users = allowed_users;
-    options.idle_timeout = idle_timeout;
+    // Sessions always expire: --idle-timeout, else gateway.session_idle_timeout (a day).
+    options.idle_timeout = Some(idle_timeout.unwrap_or(limits.session_idle_timeout));
     options.limits = limits.clone();
     let server = Server::start(agent, script, options, log.clone());
 
