@@ -237,6 +237,70 @@ impl Config {
         self.root.get(key)
     }
 
+    /// Keys of `config.yaml` that hermes does not know but that look like one it does, and
+    /// keys it does not know inside `plugins:`, each as one warning with the likely
+    /// intended key. A top-level key that resembles nothing of hermes's is left alone: a
+    /// Hermes `config.yaml` holds many settings for other parts of Hermes.
+    ///
+    /// ```
+    /// let config = hermes_host::home::Config::parse("hook: {}\nmodel: x\nplugins:\n  enable: [a]\n").unwrap();
+    /// assert_eq!(config.unknown_keys(), [
+    ///     "config.yaml: unknown key 'hook' — did you mean 'hooks'? (ignored)",
+    ///     "config.yaml: unknown key 'plugins.enable' — did you mean 'enabled'? (ignored)",
+    /// ]);
+    /// ```
+    pub fn unknown_keys(&self) -> Vec<String> {
+        const TOP: &[&str] = &["hooks", "plugins", "gateway", "hooks_auto_accept", "bench"];
+        const PLUGINS: &[&str] = &[
+            "enabled",
+            "disabled",
+            "settings",
+            "isolation",
+            "isolation_default",
+            "slow_callback_warning",
+            "python",
+        ];
+        let mut out = Vec::new();
+        for key in self.root.keys().filter_map(Value::as_str) {
+            if TOP.contains(&key) {
+                continue;
+            }
+            if let Some(close) = crate::pyfmt::close_match(key, TOP, 0.75) {
+                out.push(format!(
+                    "config.yaml: unknown key '{key}' — did you mean '{close}'? (ignored)"
+                ));
+            }
+        }
+        match self.get("plugins") {
+            None | Some(Value::Null) | Some(Value::Mapping(_)) => {}
+            Some(other) => out.push(format!(
+                "config.yaml: `plugins:` must be a mapping (enabled, disabled, settings, ...), not {}; no plugin is enabled",
+                yaml_type_name(other)
+            )),
+        }
+        if let Some(Value::Mapping(plugins)) = self.get("plugins") {
+            for key in plugins.keys().filter_map(Value::as_str) {
+                if PLUGINS.contains(&key) {
+                    continue;
+                }
+                let hint = crate::pyfmt::close_match(key, PLUGINS, 0.6)
+                    .map(|close| format!("did you mean '{close}'?"))
+                    .unwrap_or_else(|| format!("known: {}", PLUGINS.join(", ")));
+                out.push(format!(
+                    "config.yaml: unknown key 'plugins.{key}' — {hint} (ignored)"
+                ));
+            }
+        }
+        match self.get("hooks") {
+            None | Some(Value::Null) | Some(Value::Mapping(_)) => {}
+            Some(other) => out.push(format!(
+                "config.yaml: `hooks:` must be a mapping of event names to lists of hooks, not {}; no shell hook is loaded",
+                yaml_type_name(other)
+            )),
+        }
+        out
+    }
+
     /// The whole document's top-level mapping.
     pub(crate) fn root(&self) -> &Mapping {
         &self.root

@@ -187,6 +187,13 @@ impl Hooks {
                 message: problem.to_string(),
             });
         }
+        for warning in config.unknown_keys() {
+            tracing::warn!("{warning}");
+            report.problems.push(Problem {
+                file: home.config_path(),
+                message: warning,
+            });
+        }
         let mut registry = Registry::new();
         if let Some(trace) = &options.trace {
             registry.set_trace(trace.clone());

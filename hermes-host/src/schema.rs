@@ -455,6 +455,167 @@ pub fn files() -> Vec<(String, String)> {
     out
 }
 
+/// Where the schema of `config.yaml` is committed, from the repository root.
+pub const CONFIG_SCHEMA_FILE: &str = "schema/config.schema.json";
+
+/// The keys of the `gateway:` block of `config.yaml` (read by the `hermes` gateway), with
+/// their JSON types and what they do.
+pub const GATEWAY_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "workers",
+        "integer",
+        "Async worker threads (default: the number of cores).",
+    ),
+    (
+        "max_blocking",
+        "integer",
+        "The most threads running turns and hook firings at once (64).",
+    ),
+    (
+        "max_running",
+        "integer",
+        "The most of those using the CPU at once (the number of cores).",
+    ),
+    (
+        "max_connections",
+        "integer",
+        "The most clients connected at once (10000).",
+    ),
+    (
+        "max_line_bytes",
+        "integer",
+        "The longest inbound line (1048576).",
+    ),
+    (
+        "idle_timeout",
+        "number",
+        "Seconds a partial line may stay unfinished (30).",
+    ),
+    (
+        "write_buffer_bytes",
+        "integer",
+        "The most bytes of answers queued for one client (8388608).",
+    ),
+    (
+        "shutdown_grace",
+        "number",
+        "Seconds running turns get after SIGINT or SIGTERM (10).",
+    ),
+    (
+        "spare_transcripts",
+        "integer",
+        "Empty transcript files kept ready (256; 0 for none).",
+    ),
+    (
+        "history_window",
+        "integer",
+        "History entries a chat's session keeps in memory (200).",
+    ),
+    (
+        "max_sessions",
+        "integer",
+        "The most live sessions; a new chat ends the quietest (10000).",
+    ),
+    (
+        "session_idle_timeout",
+        "number",
+        "Seconds a chat may be quiet before its session ends (86400).",
+    ),
+    (
+        "allowed_users",
+        "array",
+        "The users allowed to use the gateway (absent: everyone).",
+    ),
+    (
+        "token",
+        "string",
+        "The token TCP clients send first (16 characters or more).",
+    ),
+];
+
+/// The JSON Schema of `config.yaml`, for editors: every key hermes reads, with its type.
+/// Entries of `hooks:` and the blocks `plugins:` and `gateway:` admit no other keys (a
+/// misspelt key is how a guard silently fails open); the top level admits any, since a
+/// Hermes `config.yaml` holds settings for the rest of Hermes too.
+///
+/// ```
+/// let schema = hermes_host::schema::config_schema();
+/// assert_eq!(schema["properties"]["hooks"]["properties"]["pre_tool_call"]["items"]["$ref"], "#/$defs/hook");
+/// ```
+pub fn config_schema() -> Value {
+    let hook = json!({
+        "type": "object",
+        "description": "One shell hook: a command (or a url) and how it runs.",
+        "properties": {
+            "command": {"type": "string", "description": "The command line: a script and its arguments, split as a shell splits words (`format: claude`: run through a shell when it needs one)."},
+            "url": {"type": "string", "description": "POST the payload to this http(s) URL instead of running a command."},
+            "matcher": {"type": "string", "description": "pre_tool_call and post_tool_call only: a regex that must match the whole tool name."},
+            "timeout": {"type": "number", "description": "Seconds the hook may take (default 60, at most 300)."},
+            "fail_closed": {"type": "boolean", "description": "pre_tool_call only: a crash, timeout or junk output blocks the tool call."},
+            "priority": {"type": "integer", "description": "Hooks of equal priority run together; lower ones first (0)."},
+            "persistent": {"type": "boolean", "description": "Keep the command running and send it one payload per line."},
+            "instances": {"type": "integer", "description": "Persistent hooks: how many copies run (1 to 16)."},
+            "format": {"enum": ["hermes", "claude"], "description": "The payload and answer shape: Hermes's (default) or Claude Code's."},
+            "headers": {"type": "object", "description": "url hooks: HTTP headers ($VAR expanded from allowed_env_vars)."},
+            "allowed_env_vars": {"type": "array", "items": {"type": "string"}, "description": "url hooks: the variables headers may expand."},
+        },
+        "additionalProperties": false,
+    });
+    let mut events = Map::new();
+    for name in hooks::names_sorted() {
+        events.insert(
+            name.to_string(),
+            json!({"type": ["array", "null"], "items": {"$ref": "#/$defs/hook"}}),
+        );
+    }
+    events.insert(
+        crate::trust::STRICT_PERMISSIONS_KEY.to_string(),
+        json!({"type": "boolean", "description": "false: files others can write are loaded with a warning instead of refused."}),
+    );
+    let mut gateway = Map::new();
+    for (key, kind, doc) in GATEWAY_KEYS {
+        gateway.insert(key.to_string(), json!({"type": kind, "description": doc}));
+    }
+    json!({
+        "$schema": DIALECT,
+        "title": "config.yaml",
+        "description": "The settings hermes reads from $HERMES_HOME/config.yaml. Generated by hermes_host::schema::config_schema.",
+        "type": "object",
+        "properties": {
+            "hooks": {
+                "type": "object",
+                "description": "Shell hooks by event, and the permission policy.",
+                "properties": Value::Object(events),
+                "additionalProperties": false,
+            },
+            "hooks_auto_accept": {"type": "boolean", "description": "Approve (and record) shell hooks not yet allowlisted."},
+            "plugins": {
+                "type": "object",
+                "description": "Which plugins load, and how.",
+                "properties": {
+                    "enabled": {"type": "array", "items": {"type": "string"}, "description": "The plugins that load (missing: none)."},
+                    "disabled": {"type": "array", "items": {"type": "string"}, "description": "Plugins that never load, even when enabled."},
+                    "settings": {"type": "object", "description": "Per plugin, settings merged over the config: of its plugin.yaml."},
+                    "isolation": {"type": "object", "description": "Per plugin, in-process or process."},
+                    "isolation_default": {"enum": ["in-process", "process"], "description": "Where plugins run unless said otherwise."},
+                    "slow_callback_warning": {"type": ["string", "number", "boolean"], "description": "A duration such as 500ms, or off."},
+                    "python": {"type": "string", "description": "The interpreter of Python plugins (default: python3 on PATH)."},
+                },
+                "additionalProperties": false,
+            },
+            "gateway": {
+                "type": "object",
+                "description": "The gateway's limits and settings (hermes gateway run).",
+                "properties": Value::Object(gateway),
+                "additionalProperties": false,
+            },
+            "bench": {"type": "object", "description": "hermes bench settings (budgets)."},
+        },
+        "additionalProperties": true,
+        "$defs": {"hook": hook},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -575,3 +575,46 @@ fn fifty_enables_at_once_all_land_and_the_rest_of_the_file_stays_byte_for_byte()
         "model: x\nplugins: {enabled: [a]}\n"
     );
 }
+
+#[test]
+fn misspelt_keys_get_a_did_you_mean_at_load_and_in_doctor() {
+    let home = TestHome::new();
+    let script = home.path().join("guard.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat >/dev/null\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    home.config(&format!(
+        "hook: {{}}\nplugins:\n  enable: [a]\nhooks:\n  pre_tool_call:\n    - command: {}\n      fail_close: true\n      timout: 1\n      matchr: write_file\n",
+        script.display()
+    ));
+    let doctor = home.hermes(&["hooks", "doctor"], &[]);
+    doctor.expect_code(1);
+    let out = doctor.stdout();
+    for says in [
+        "hooks.pre_tool_call[0]: unknown key 'fail_close' — did you mean 'fail_closed'? (ignored)",
+        "hooks.pre_tool_call[0]: unknown key 'timout' — did you mean 'timeout'? (ignored)",
+        "hooks.pre_tool_call[0]: unknown key 'matchr' — did you mean 'matcher'? (ignored)",
+        "config.yaml: unknown key 'hook' — did you mean 'hooks'? (ignored)",
+        "config.yaml: unknown key 'plugins.enable' — did you mean 'enabled'? (ignored)",
+    ] {
+        assert!(out.contains(says), "{says}\n{}", doctor.describe());
+    }
+    // At load, as a warning.
+    let list = home.hermes(&["hooks", "list"], &[]);
+    assert!(
+        list.stderr()
+            .contains("unknown key 'fail_close' — did you mean 'fail_closed'?"),
+        "{}",
+        list.describe()
+    );
+    // The wrong type for the whole block.
+    home.config("hooks: yes please\n");
+    let doctor = home.hermes(&["hooks", "doctor"], &[]);
+    doctor.expect_code(1);
+    assert!(
+        doctor
+            .stdout()
+            .contains("`hooks:` must be a mapping of event names to lists of hooks, not str"),
+        "{}",
+        doctor.describe()
+    );
+}

@@ -383,3 +383,47 @@ fn hermes_hooks_schema_prints_the_committed_files() {
         run.describe()
     );
 }
+
+#[test]
+fn the_config_schema_is_committed_as_generated_and_checks_real_configs() {
+    let path = workspace().join(schema::CONFIG_SCHEMA_FILE);
+    let generated = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&schema::config_schema()).unwrap()
+    );
+    if std::env::var_os("HERMES_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap_or_default(),
+        generated,
+        "{} is out of date; run `HERMES_BLESS=1 cargo test -p hermes-tests --test it schema` and review the diff",
+        schema::CONFIG_SCHEMA_FILE
+    );
+    let schema = schema::config_schema();
+    let as_json = |yaml: &str| -> Value {
+        serde_json::to_value(yaml_serde::from_str::<yaml_serde::Value>(yaml).unwrap()).unwrap()
+    };
+    // The documented example and the demo home's config validate.
+    let demo = std::fs::read_to_string(workspace().join("examples/demo/home/config.yaml.in"))
+        .unwrap()
+        .replace("@DEMO@", "/demo");
+    for good in [
+        demo.as_str(),
+        "model: gpt-4\nhooks:\n  strict_permissions: false\n  pre_tool_call:\n    - {command: ./guard.sh, matcher: terminal, timeout: 10, fail_closed: true}\nplugins:\n  enabled: [guard]\n  python: /usr/bin/python3\ngateway:\n  max_sessions: 100\n  token: abcdefabcdefabcdef\n",
+    ] {
+        let config = as_json(good);
+        assert!(validate(&schema, &schema, &config).is_ok(), "{good}");
+    }
+    // The typos that failed open do not.
+    for bad in [
+        "hooks:\n  pre_tool_call:\n    - {command: ./g.sh, fail_close: true}\n",
+        "hooks:\n  pre_tool_call:\n    - {command: ./g.sh, timout: 1}\n",
+        "plugins:\n  enable: [a]\n",
+        "gateway:\n  max_session: 3\n",
+        "hooks: yes please\n",
+    ] {
+        let config = as_json(bad);
+        assert!(validate(&schema, &schema, &config).is_err(), "{bad}");
+    }
+}

@@ -287,6 +287,21 @@ pub fn parse(config: &Config) -> ParsedHooks {
     out
 }
 
+/// The keys a hook entry may have.
+const ENTRY_KEYS: &[&str] = &[
+    "command",
+    "url",
+    "matcher",
+    "timeout",
+    "fail_closed",
+    "priority",
+    "persistent",
+    "instances",
+    "format",
+    "headers",
+    "allowed_env_vars",
+];
+
 fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Option<ShellHookSpec> {
     let Value::Mapping(entry) = raw else {
         out.warn(format!(
@@ -295,6 +310,23 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         ));
         return None;
     };
+    // A misspelt key is not a harmless extra: `fail_close: true` or `timout: 1` leaves a
+    // guard failing open after the default 60 s, and `matchr:` runs it on every tool.
+    for key in entry.keys() {
+        let name = match key {
+            Value::String(s) => s.clone(),
+            other => repr_yaml(other),
+        };
+        if ENTRY_KEYS.contains(&name.as_str()) {
+            continue;
+        }
+        let hint = close_match(&name, ENTRY_KEYS, 0.6)
+            .map(|close| format!("did you mean '{close}'?"))
+            .unwrap_or_else(|| format!("known: {}", ENTRY_KEYS.join(", ")));
+        out.warn(format!(
+            "hooks.{event}[{i}]: unknown key '{name}' — {hint} (ignored)"
+        ));
+    }
     let http = match entry.get("url") {
         None | Some(Value::Null) => None,
         Some(raw) => Some(parse_http(event, i, raw, entry, out)?),

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use hermes_host::home::Config;
+use hermes_host::schema::GATEWAY_KEYS;
 use yaml_serde::Value;
 
 /// How the gateway is sized and bounded. [`GatewayLimits::default`] is what an empty
@@ -191,9 +192,16 @@ impl GatewayLimits {
                     ),
                 },
                 other if OTHER_KEYS.contains(&other) => {}
-                other => warnings.push(format!(
-                    "config.yaml: gateway.{other} is not a gateway setting (known: workers, max_blocking, max_running, max_connections, max_line_bytes, idle_timeout, write_buffer_bytes, shutdown_grace, spare_transcripts, history_window, max_sessions, session_idle_timeout, allowed_users, token); ignoring it"
-                )),
+                other => warnings.push({
+                    let known: Vec<&str> = GATEWAY_KEYS.iter().map(|(k, _, _)| *k).collect();
+                    format!(
+                        "config.yaml: gateway.{other} is not a gateway setting{} (known: {}); ignoring it",
+                        hermes_host::pyfmt::close_match(other, &known, 0.6)
+                            .map(|close| format!(" — did you mean '{close}'?"))
+                            .unwrap_or_default(),
+                        known.join(", ")
+                    )
+                }),
             }
         }
         (limits, warnings)

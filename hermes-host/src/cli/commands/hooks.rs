@@ -631,20 +631,43 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         }
         return Ok(ExitStatus::Failure);
     }
-    let config::ParsedHooks { specs, warnings } = config::parse(&config);
+    let config::ParsedHooks {
+        specs,
+        mut warnings,
+    } = config::parse(&config);
+    // Every misspelt or mistyped key is a problem: a guard with `fail_close:` fails open.
+    warnings.extend(config.unknown_keys());
     if specs.is_empty() {
         if as_json {
-            return print_json(&json!({ "hooks": [], "problems": 0, "warnings": warnings }));
+            print_json(&json!({ "hooks": [], "problems": warnings.len(), "warnings": warnings }))?;
+        } else if warnings.is_empty() {
+            println!("No shell hooks configured — nothing to check.");
+        } else {
+            for warning in &warnings {
+                println!("{warning}");
+            }
+            println!("{} issue(s) found.  Fix config.yaml.", warnings.len());
         }
-        println!("No shell hooks configured — nothing to check.");
-        return Ok(ExitStatus::Success);
+        return Ok(if warnings.is_empty() {
+            ExitStatus::Success
+        } else {
+            ExitStatus::Failure
+        });
+    }
+    if !as_json {
+        for warning in &warnings {
+            println!("{warning}");
+        }
+        if !warnings.is_empty() {
+            println!();
+        }
     }
     if !as_json {
         println!("Checking {} configured shell hook(s)...\n", specs.len());
     }
     let allowlist = Allowlist::new(&settings.home);
     let policy = Policy::from_config(&config);
-    let mut problems = 0;
+    let mut problems = warnings.len();
     let mut reports = Vec::new();
     for spec in &specs {
         if !as_json {
