@@ -600,9 +600,10 @@ fn an_executable_that_fails_or_outlives_its_timeout_is_reported_and_its_group_ki
     );
     // Starts a grandchild that would outlive the handler, records its pid, then hangs.
     let hanging = "#!/bin/sh\nsleep 300 &\necho $! > \"$HERMES_HOME/grandchild.pid\"\nsleep 300\n";
+    // Room for the script to start and record its grandchild on a busy machine.
     home.hook(
         "hangs",
-        Some("events: [agent:start]\ntimeout: 0.5\n"),
+        Some("events: [agent:start]\ntimeout: 2\n"),
         &[("handler", hanging)],
     );
     let (hooks, log) = home.discover();
@@ -623,7 +624,7 @@ fn an_executable_that_fails_or_outlives_its_timeout_is_reported_and_its_group_ki
         lines,
         vec![
             "[hooks] Error in handler for 'agent:start': handler exited with status 3",
-            "[hooks] Error in handler for 'agent:start': handler timed out after 0.5s; its process group was killed",
+            "[hooks] Error in handler for 'agent:start': handler timed out after 2s; its process group was killed",
             "[hooks] Loaded hook 'fails' for events: ['agent:start']",
             "[hooks] Loaded hook 'hangs' for events: ['agent:start']",
         ]
@@ -1302,9 +1303,11 @@ def handle(event_type, context):\n    \
     with open(os.path.join(os.environ['HERMES_HOME'], 'grandchild.pid'), 'w') as f:\n        \
         f.write(str(child.pid))\n    \
     time.sleep(3600)\n";
+    // The timeout bounds the import too: it must leave room for an interpreter started
+    // on a busy machine (both cores taken by other work, as in CI), and still end a hang.
     home.hook(
         "hangs",
-        Some("events: [agent:start]\ntimeout: 0.5\n"),
+        Some("events: [agent:start]\ntimeout: 3\n"),
         &[("handler.py", handler)],
     );
     let (hooks, log) = home.discover();
@@ -1322,7 +1325,7 @@ def handle(event_type, context):\n    \
     assert_eq!(
         log.lines().last().map(String::as_str),
         Some(
-            "[hooks] Error in handler for 'agent:start': handler timed out after 0.5s; its python worker was killed and starts again for the next event"
+            "[hooks] Error in handler for 'agent:start': handler timed out after 3s; its python worker was killed and starts again for the next event"
         )
     );
     let pid = std::fs::read_to_string(home.root().join("grandchild.pid")).unwrap();
