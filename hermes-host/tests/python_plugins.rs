@@ -88,6 +88,37 @@ impl Env {
         cmd.output().unwrap()
     }
 
+    /// `hermes plugins fire pre_tool_call --payload <payload>` with `vars` set.
+    fn fire_tool(&self, payload: &str, vars: &[(&str, &str)]) -> Output {
+        self.run(
+            &["plugins", "fire", "pre_tool_call", "--payload", payload],
+            vars,
+        )
+    }
+
+    /// `hermes gateway run --stdin` fed `messages`: its output, and every JSON line of its
+    /// stdout. The run must succeed.
+    fn gateway_stdin(&self, messages: &[Value]) -> (Output, Vec<Value>) {
+        let mut cmd = self.hermes();
+        cmd.args(["gateway", "run", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for m in messages {
+            writeln!(stdin, "{m}").unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let lines = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (out, lines)
+    }
+
     fn load(&self) -> Hooks {
         Hooks::load(&Home::at(self.home()), &LoadOptions::default()).unwrap()
     }
@@ -207,23 +238,11 @@ fn recorded_kwargs() -> &'static Vec<Value> {
             &[],
         );
         assert!(out.status.success(), "{}", text(&out));
-        let mut cmd = env.hermes();
-        cmd.args(["gateway", "run", "--stdin"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for line in [
+        env.gateway_stdin(&[
             json!({"chat_id": "c1", "user_id": "u1", "text": "hi", "chat_type": "group", "user_name": "Ann", "message_id": 7}),
             json!({"chat_id": "c1", "user_id": "u1", "text": "/reset"}),
             json!({"chat_id": "c1", "user_id": "u1", "text": "again"}),
-        ] {
-            writeln!(stdin, "{line}").unwrap();
-        }
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        ]);
         env.json_lines("kwargs.jsonl")
     })
 }
@@ -674,16 +693,7 @@ fn a_raising_callback_gets_the_reference_warning_and_the_next_one_runs() {
     let env = Env::new();
     env.plugin("rules", "name: rules\n", &[("__init__.py", RULES_PLUGIN)]);
     env.config("plugins:\n  enabled: [rules]\n");
-    let out = env.run(
-        &[
-            "plugins",
-            "fire",
-            "pre_tool_call",
-            "--payload",
-            r#"{"tool_name": "blocked"}"#,
-        ],
-        &[],
-    );
+    let out = env.fire_tool(r#"{"tool_name": "blocked"}"#, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -992,16 +1002,7 @@ fn a_hung_worker_is_killed_at_the_timeout_and_fail_closed_blocks() {
 fn five_crashes_in_a_minute_disable_the_plugin_with_a_message_naming_it() {
     let env = Env::new();
     faulty_plugin(&env, "", "os._exit(3)");
-    let out = env.run(
-        &[
-            "plugins",
-            "fire",
-            "pre_tool_call",
-            "--payload",
-            r#"{"tool_name": "crash"}"#,
-        ],
-        &[],
-    );
+    let out = env.fire_tool(r#"{"tool_name": "crash"}"#, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -1076,14 +1077,8 @@ fn logging_and_print_reach_the_host_log_at_their_level_under_the_plugin_name() {
     );
     env.config("plugins:\n  enabled: [audit]\n");
     let fire = |level: &str| {
-        let out = env.run(
-            &[
-                "plugins",
-                "fire",
-                "pre_tool_call",
-                "--payload",
-                r#"{"tool_name": "terminal", "args": {"command": "ls"}, "task_id": "t9"}"#,
-            ],
+        let out = env.fire_tool(
+            r#"{"tool_name": "terminal", "args": {"command": "ls"}, "task_id": "t9"}"#,
             &[("HERMES_LOG", level)],
         );
         assert!(out.status.success(), "{}", text(&out));
@@ -1144,14 +1139,8 @@ fn plugins_new_python_writes_a_plugin_whose_test_passes_and_install_enables_it()
     let out = env.run(&["plugins", "install", dir.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(env.home().join("plugins/my-guard/__init__.py").is_file());
-    let out = env.run(
-        &[
-            "plugins",
-            "fire",
-            "pre_tool_call",
-            "--payload",
-            r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
-        ],
+    let out = env.fire_tool(
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
         &[],
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -1249,19 +1238,13 @@ fn project_plugins_load_with_hermes_enable_project_plugins() {
     .unwrap();
     env.config("plugins:\n  enabled: [proj]\n");
     let payload = r#"{"tool_name": "terminal"}"#;
-    let off = env.run(
-        &["plugins", "fire", "pre_tool_call", "--payload", payload],
-        &[],
-    );
+    let off = env.fire_tool(payload, &[]);
     assert!(
         !String::from_utf8_lossy(&off.stdout).contains("project plugin"),
         "{}",
         text(&off)
     );
-    let on = env.run(
-        &["plugins", "fire", "pre_tool_call", "--payload", payload],
-        &[("HERMES_ENABLE_PROJECT_PLUGINS", "1")],
-    );
+    let on = env.fire_tool(payload, &[("HERMES_ENABLE_PROJECT_PLUGINS", "1")]);
     assert!(
         String::from_utf8_lossy(&on.stdout).contains("blocked by proj::<lambda>: project plugin"),
         "{}",
@@ -1406,30 +1389,10 @@ fn the_seed_examples_decide_in_hermes_run_as_in_hermes() {
 }
 
 /// Runs `hermes gateway run --stdin` on `messages` and returns the replies' texts by chat.
-fn gateway_replies(
-    env: &Env,
-    messages: &[Value],
-    extra_env: &[(&str, &str)],
-) -> (Vec<(String, String)>, Output) {
-    let mut cmd = env.hermes();
-    cmd.args(["gateway", "run", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for m in messages {
-        writeln!(stdin, "{m}").unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let replies = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+fn gateway_replies(env: &Env, messages: &[Value]) -> (Vec<(String, String)>, Output) {
+    let (out, lines) = env.gateway_stdin(messages);
+    let replies = lines
+        .iter()
         .filter(|v| v["kind"] == "reply")
         .map(|v| {
             (
@@ -1451,7 +1414,6 @@ fn the_seed_dm_policy_drops_strangers_dms_behind_a_real_gateway() {
             json!({"chat_id": "dm-owner", "user_id": "owner", "text": "hello owner", "chat_type": "dm"}),
             json!({"chat_id": "room", "user_id": "stranger", "text": "hello room", "chat_type": "group"}),
         ],
-        &[],
     );
     // Chats are served concurrently: their answers come in any order.
     replies.sort();
@@ -1477,7 +1439,6 @@ fn the_seed_buffer_rewrites_ambient_messages_into_one_prompt_on_a_mention() {
             json!({"chat_id": "room", "user_id": "b", "text": "second", "chat_type": "group"}),
             json!({"chat_id": "room", "user_id": "a", "text": "@hermes sum up", "chat_type": "group"}),
         ],
-        &[],
     );
     assert_eq!(
         replies,
@@ -1507,26 +1468,10 @@ fn gateway_send_and_append_to_transcript_reach_the_real_gateway() {
         )],
     );
     env.config("plugins:\n  enabled: [handoff]\n");
-    let mut cmd = env.hermes();
-    cmd.args(["gateway", "run", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for m in [
+    let (out, lines) = env.gateway_stdin(&[
         json!({"chat_id": "c1", "user_id": "u1", "text": "hi"}),
         json!({"chat_id": "c1", "user_id": "u1", "user_name": "Ann", "text": "human: help"}),
-    ] {
-        writeln!(stdin, "{m}").unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    ]);
     let sent: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "send").collect();
     assert_eq!(sent.len(), 1, "{}", text(&out));
     assert_eq!(sent[0]["text"], "a human will answer Ann");

@@ -458,19 +458,7 @@ fn install(
         replace_file(&installed_yaml, manifest_text.as_bytes())?;
         InstallRecord::write(&dest, &manifest_text)?;
     }
-    let (_, problem) = home.load_config();
-    if let Some(problem) = problem {
-        bail!(
-            "installed into {}, but could not enable it: {problem}",
-            dest.display()
-        );
-    }
-    hermes_host::config_edit::set_plugin(home, &manifest.name, true).map_err(|e| {
-        anyhow::anyhow!(
-            "installed into {}, but could not enable it: {e}",
-            dest.display()
-        )
-    })?;
+    enable_installed(home, &manifest.name, &dest)?;
     if as_json {
         println!(
             "{}",
@@ -491,6 +479,22 @@ fn install(
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// Enables plugin `name`, just installed into `dest`, in `config.yaml` (its lists only).
+fn enable_installed(home: &hermes_host::home::Home, name: &str, dest: &Path) -> anyhow::Result<()> {
+    let could_not = |why: String| {
+        anyhow::anyhow!(
+            "installed into {}, but could not enable it: {why}",
+            dest.display()
+        )
+    };
+    if let (_, Some(problem)) = home.load_config() {
+        return Err(could_not(problem.to_string()));
+    }
+    hermes_host::config_edit::set_plugin(home, name, true)
+        .map(drop)
+        .map_err(|e| could_not(e.to_string()))
 }
 
 /// `plugins install DIR` for a Python plugin: a copy of the directory (no build), put in
@@ -539,19 +543,7 @@ fn install_python(settings: &Settings, dir: &Path, as_json: bool) -> anyhow::Res
             path.display()
         );
     }
-    let (_, problem) = home.load_config();
-    if let Some(problem) = problem {
-        bail!(
-            "installed into {}, but could not enable it: {problem}",
-            dest.display()
-        );
-    }
-    hermes_host::config_edit::set_plugin(home, &manifest.name, true).map_err(|e| {
-        anyhow::anyhow!(
-            "installed into {}, but could not enable it: {e}",
-            dest.display()
-        )
-    })?;
+    enable_installed(home, &manifest.name, &dest)?;
     if as_json {
         println!(
             "{}",
