@@ -1488,3 +1488,23 @@ fn gateway_send_and_append_to_transcript_reach_the_real_gateway() {
         "{transcript}"
     );
 }
+
+#[test]
+fn a_missing_interpreter_is_named_with_the_fix() {
+    let env = Env::new();
+    env.plugin(
+        "guard",
+        "name: guard\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
+    env.config("plugins:\n  enabled: [guard]\n  python: /nonexistent/python3\n");
+    let out = env.run(&["plugins", "list", "--json"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = list["plugins"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the interpreter `/nonexistent/python3` was not found")
+            && error.contains("set `plugins.python` in config.yaml"),
+        "{error}"
+    );
+}
