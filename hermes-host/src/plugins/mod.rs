@@ -139,8 +139,7 @@ pub fn load_all(
         .iter()
         .map(|c| match (&c.status, &c.manifest) {
             (Status::Enabled, Ok(m)) if m.kind == PluginKind::Python => {
-                let effective = effective_manifest_quiet(config, m);
-                Some(python::launch(&effective, &c.key, &c.dir, &interpreter))
+                Some(python::launch(m, &c.key, &c.dir, &interpreter))
             }
             _ => None,
         })
@@ -313,16 +312,6 @@ fn effective_manifest(
     }
     entry.config = effective.config.clone();
     entry.settings = settings;
-    effective
-}
-
-/// The manifest with `plugins.settings.<name>` merged over its `config`, without recording
-/// or warning (what [`effective_manifest`] reports is reported when the plugin's turn comes).
-fn effective_manifest_quiet(config: &Config, manifest: &Manifest) -> Manifest {
-    let mut effective = manifest.clone();
-    if let Ok(Some(settings)) = config.plugin_settings(&manifest.name) {
-        merge_settings(&mut effective.config, &settings);
-    }
     effective
 }
 

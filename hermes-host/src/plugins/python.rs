@@ -493,6 +493,14 @@ fn forward_log(pipe: std::fs::File, plugin: &str) {
     let logger = PluginLogger::new(plugin);
     let mut reader = BufReader::new(pipe);
     let mut line = Vec::new();
+    let report_dropped = |dropped: u64| {
+        if dropped > 0 {
+            let line = format!(
+                "{dropped} log line(s) of this plugin left out (over {LOG_LINES_PER_SECOND} a second)"
+            );
+            logger.log(level::WARN, "hermes".into(), line.as_str().into());
+        }
+    };
     let (mut second, mut in_second, mut dropped) = (Instant::now(), 0u32, 0u64);
     loop {
         line.clear();
@@ -501,13 +509,7 @@ fn forward_log(pipe: std::fs::File, plugin: &str) {
             Ok(_) => {}
         }
         if second.elapsed() >= Duration::from_secs(1) {
-            if dropped > 0 {
-                logger.log(
-                    level::WARN,
-                    "hermes".into(),
-                    format!("{dropped} log line(s) of this plugin left out (over {LOG_LINES_PER_SECOND} a second)").as_str().into(),
-                );
-            }
+            report_dropped(dropped);
             (second, in_second, dropped) = (Instant::now(), 0, 0);
         }
         if in_second >= LOG_LINES_PER_SECOND {
@@ -536,13 +538,7 @@ fn forward_log(pipe: std::fs::File, plugin: &str) {
             logger.log(level::INFO, "print".into(), text.into());
         }
     }
-    if dropped > 0 {
-        logger.log(
-            level::WARN,
-            "hermes".into(),
-            format!("{dropped} log line(s) of this plugin left out (over {LOG_LINES_PER_SECOND} a second)").as_str().into(),
-        );
-    }
+    report_dropped(dropped);
 }
 
 /// The callbacks one Python plugin registered for one hook, answering together.
