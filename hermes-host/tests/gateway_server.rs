@@ -2347,8 +2347,10 @@ fn a_tcp_client_must_send_the_token_first_and_listen_needs_one() {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        writeln!(stream, "{first}").unwrap();
-        writeln!(stream, "{}", msg("c1", "u", "after")).unwrap();
+        // One write: the gateway closes once it has read the first line, and a second
+        // write arriving after that would meet a reset.
+        let lines = format!("{first}\n{}\n", msg("c1", "u", "after"));
+        stream.write_all(lines.as_bytes()).unwrap();
         let mut reader = BufReader::new(stream);
         let answer = read_json(&mut reader).expect("an error line");
         assert_eq!(answer["kind"], "error", "{answer}");
