@@ -13,9 +13,9 @@ use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
-use hermes_host::home::{Config, Home};
 use hermes_host::registry::Registry;
 use hermes_host::shell::{self, Consent, wire};
+use hermes_host::{config::Config, home::Home};
 
 /// A trivial hook: reads its stdin, answers nothing. Pure bash, no child process.
 const SCRIPT: &str = "#!/bin/bash\nread -r -d '' payload\nexit 0\n";
@@ -50,7 +50,7 @@ fn setup(n: usize, body: &str) -> (tempfile::TempDir, Vec<String>, Registry) {
     let home = Home::at(dir.path());
     let config = Config::parse(&yaml).unwrap();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&home, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&home, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), n);
     (dir, scripts, registry)
 }

@@ -18,7 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use yaml_serde::Value;
 
-use crate::home::{Config, ConfigError, Home};
+use crate::{
+    config::{Config, ConfigError},
+    home::Home,
+};
 
 /// Reads `config.yaml` (empty when missing), hands its text to `change`, and writes what
 /// `change` returns in its place, atomically and with mode 0600, all under the file's

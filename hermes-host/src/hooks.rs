@@ -16,10 +16,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::gateway::{GatewayHooks, GatewayLog, GatewayOptions, LoadedHook, SkippedHook};
-use crate::home::{Config, Home};
 use crate::plugins::{DiscoverOptions, LoadReport, PluginReport, load_all};
 use crate::registry::{Registry, TraceSink};
 use crate::shell::{self, Consent, ShellReport};
+use crate::{config::Config, home::Home};
 
 /// What to do with a shell hook of `config.yaml` that is not yet approved.
 pub enum ConsentPolicy {
@@ -169,6 +169,33 @@ impl Hooks {
     /// Everything else that is wrong (a malformed `config.yaml`, a plugin that does not load,
     /// an unapproved shell hook) is a [`Problem`] in the report.
     pub fn load(home: &Home, options: &LoadOptions) -> Result<Hooks, LoadError> {
+        Hooks::load_with_config(home, home.load_config(), options)
+    }
+
+    /// [`load`](Hooks::load) with `config.yaml` already read by the caller, as
+    /// [`Home::load_config`] returns it, so an application that needs a setting before its
+    /// hooks load (the gateway's token) reads the file once. Each loader is handed its
+    /// section of it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`load`](Hooks::load).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use hermes_host::{home::Home, Hooks, LoadOptions};
+    /// let home = Home::at(dir.path());
+    /// let loaded = home.load_config();
+    /// assert_eq!(loaded.0.gateway.token.get(), None);
+    /// let hooks = Hooks::load_with_config(&home, loaded, &LoadOptions::default())?;
+    /// assert!(hooks.report().problems.is_empty());
+    /// # Ok::<(), hermes_host::LoadError>(())
+    /// ```
+    pub fn load_with_config(
+        home: &Home,
+        loaded: (Config, Option<crate::config::ConfigError>),
+        options: &LoadOptions,
+    ) -> Result<Hooks, LoadError> {
         if home.root().exists() && !home.root().is_dir() {
             return Err(LoadError {
                 home: home.root().to_path_buf(),
@@ -179,7 +206,7 @@ impl Hooks {
             safe_mode: options.safe_mode,
             ..HooksReport::default()
         };
-        let (config, problem) = home.load_config();
+        let (config, problem) = loaded;
         if let Some(problem) = problem {
             tracing::warn!("{problem}");
             report.problems.push(Problem {
@@ -191,7 +218,7 @@ impl Hooks {
             tracing::warn!("{warning}");
             report.problems.push(Problem {
                 file: home.config_path(),
-                message: warning,
+                message: warning.clone(),
             });
         }
         let mut registry = Registry::new();
@@ -203,8 +230,9 @@ impl Hooks {
             let discover = DiscoverOptions {
                 safe_mode: false,
                 project_dir: options.project_plugins.clone(),
+                policy: crate::trust::Policy::from_config(&config),
             };
-            plugins = load_all(home, &config, &discover, &mut registry);
+            plugins = load_all(home, &config.plugins, &discover, &mut registry);
         }
         if !options.safe_mode && options.shell_hooks {
             let stdin = std::io::stdin();
@@ -225,7 +253,7 @@ impl Hooks {
             };
             report.shell = shell::register_from_config_in(
                 home,
-                &config,
+                &config.hooks,
                 consent,
                 &mut registry,
                 options.work_dir.as_deref(),
@@ -233,7 +261,11 @@ impl Hooks {
         }
         let gateway = options.gateway_log.as_ref().map(|log| {
             let handlers = std::mem::take(&mut plugins.gateway_handlers);
-            GatewayHooks::discover_with_plugins(home, log.clone(), &options.gateway, handlers)
+            let gateway_options = crate::gateway::GatewayOptions {
+                policy: crate::trust::Policy::from_config(&config),
+                ..options.gateway.clone()
+            };
+            GatewayHooks::discover_with_plugins(home, log.clone(), &gateway_options, handlers)
         });
         for p in &plugins.plugins {
             if let Some(error) = &p.error {

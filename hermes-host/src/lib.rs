@@ -67,6 +67,7 @@
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
 pub use plugins::isolation;
 
+pub mod config;
 pub mod config_edit;
 pub mod cpu_slots;
 pub mod fatal;

@@ -458,81 +458,6 @@ pub fn files() -> Vec<(String, String)> {
 /// Where the schema of `config.yaml` is committed, from the repository root.
 pub const CONFIG_SCHEMA_FILE: &str = "schema/config.schema.json";
 
-/// The keys of the `gateway:` block of `config.yaml` (read by the `hermes` gateway), with
-/// their JSON types and what they do.
-pub const GATEWAY_KEYS: &[(&str, &str, &str)] = &[
-    (
-        "workers",
-        "integer",
-        "Async worker threads (default: the number of cores).",
-    ),
-    (
-        "max_blocking",
-        "integer",
-        "The most threads running turns and hook firings at once (64).",
-    ),
-    (
-        "max_running",
-        "integer",
-        "The most of those using the CPU at once (the number of cores).",
-    ),
-    (
-        "max_connections",
-        "integer",
-        "The most clients connected at once (10000).",
-    ),
-    (
-        "max_line_bytes",
-        "integer",
-        "The longest inbound line (1048576).",
-    ),
-    (
-        "idle_timeout",
-        "number",
-        "Seconds a partial line may stay unfinished (30).",
-    ),
-    (
-        "write_buffer_bytes",
-        "integer",
-        "The most bytes of answers queued for one client (8388608).",
-    ),
-    (
-        "shutdown_grace",
-        "number",
-        "Seconds running turns get after SIGINT or SIGTERM (10).",
-    ),
-    (
-        "spare_transcripts",
-        "integer",
-        "Empty transcript files kept ready (256; 0 for none).",
-    ),
-    (
-        "history_window",
-        "integer",
-        "History entries a chat's session keeps in memory (200).",
-    ),
-    (
-        "max_sessions",
-        "integer",
-        "The most live sessions; a new chat ends the quietest (10000).",
-    ),
-    (
-        "session_idle_timeout",
-        "number",
-        "Seconds a chat may be quiet before its session ends (86400).",
-    ),
-    (
-        "allowed_users",
-        "array",
-        "The users allowed to use the gateway (absent: everyone).",
-    ),
-    (
-        "token",
-        "string",
-        "The token TCP clients send first (16 characters or more).",
-    ),
-];
-
 /// The JSON Schema of `config.yaml`, for editors: every key hermes reads, with its type.
 /// Entries of `hooks:` and the blocks `plugins:` and `gateway:` admit no other keys (a
 /// misspelt key is how a guard silently fails open); the top level admits any, since a
@@ -573,7 +498,7 @@ pub fn config_schema() -> Value {
         json!({"type": "boolean", "description": "false: files others can write are loaded with a warning instead of refused."}),
     );
     let mut gateway = Map::new();
-    for (key, kind, doc) in GATEWAY_KEYS {
+    for (key, kind, doc) in crate::config::GATEWAY_KEYS {
         gateway.insert(key.to_string(), json!({"type": kind, "description": doc}));
     }
     json!({

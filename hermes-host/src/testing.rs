@@ -196,7 +196,12 @@ impl TestHostBuilder {
         }
         let (loaded, load_stdout) = capture_stdout(|| {
             tracing::dispatcher::with_default(&dispatch, || {
-                load_all(&home, &config, &DiscoverOptions::default(), &mut registry)
+                load_all(
+                    &home,
+                    &config.plugins,
+                    &DiscoverOptions::default(),
+                    &mut registry,
+                )
             })
         });
         let gateway_handlers = loaded.gateway_handlers;

@@ -40,7 +40,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::home::Config;
+use crate::config::{Config, HooksSection, Setting};
 
 pub use crate::ownership::{Finding, Problem, Role, inspect};
 
@@ -51,6 +51,12 @@ pub struct Policy {
     pub strict: bool,
 }
 
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy::STRICT
+    }
+}
+
 impl Policy {
     /// Refuse what fails the rule: the default.
     pub const STRICT: Policy = Policy { strict: true };
@@ -59,18 +65,19 @@ impl Policy {
     /// shell hook parser warns about a value that is not a boolean).
     ///
     /// ```
-    /// use hermes_host::{home::Config, trust::Policy};
+    /// use hermes_host::{config::Config, trust::Policy};
     /// assert!(Policy::from_config(&Config::default()).strict);
     /// let shared = Config::parse("hooks:\n  strict_permissions: false\n").unwrap();
     /// assert!(!Policy::from_config(&shared).strict);
     /// ```
     pub fn from_config(config: &Config) -> Policy {
-        let setting = config
-            .get("hooks")
-            .and_then(|h| h.get(STRICT_PERMISSIONS_KEY))
-            .and_then(yaml_serde::Value::as_bool);
+        Policy::from_hooks(&config.hooks)
+    }
+
+    /// The same, from the `hooks:` section alone (what the shell hook loader is handed).
+    pub fn from_hooks(hooks: &HooksSection) -> Policy {
         Policy {
-            strict: setting != Some(false),
+            strict: hooks.strict_permissions != Setting::Set(false),
         }
     }
 
@@ -107,7 +114,7 @@ impl Policy {
 }
 
 /// The key of the `hooks:` block that turns refusals into warnings.
-pub const STRICT_PERMISSIONS_KEY: &str = "strict_permissions";
+pub use crate::config::STRICT_PERMISSIONS_KEY;
 
 /// `dir.join(relative)`, provided it resolves (after symlinks, and after `..` for a file
 /// that does not exist yet) to a path inside `dir`.

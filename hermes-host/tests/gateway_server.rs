@@ -2508,3 +2508,59 @@ fn sessions_expire_by_default_after_the_configured_idle_time() {
     drop(client);
     gateway.stop();
 }
+
+#[test]
+fn the_gateway_reads_config_yaml_once_for_its_token_its_hooks_and_their_policy() {
+    let home = TestHome::new();
+    home.python_hook(
+        "audit",
+        "[\"agent:start\"]",
+        "def handle(event_type, context):\n    pass\n",
+    );
+    // config.yaml is a FIFO written once: a second read would wait for a writer that never
+    // comes, and the gateway would never answer.
+    let path = home.path().join("config.yaml");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let text = format!("gateway:\n  token: {TOKEN}\nhooks:\n  strict_permissions: true\n");
+    let writer = std::thread::spawn(move || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+    });
+    let mut child = home
+        .command(&["--trace", "off", "--listen", "127.0.0.1:0"])
+        .env_remove("HERMES_GATEWAY_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let answered = first.trim().parse::<SocketAddr>().ok().and_then(|addr| {
+        let mut stream = TcpStream::connect(addr).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .ok()?;
+        let lines = format!(
+            "{}\n{}\n",
+            json!({"token": TOKEN}),
+            msg("c1", "u1", "hello")
+        );
+        stream.write_all(lines.as_bytes()).ok()?;
+        read_json(&mut BufReader::new(stream))
+    });
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        answered.as_ref().map(|a| a["text"].clone()),
+        Some(json!("hello")),
+        "first line {first:?}; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

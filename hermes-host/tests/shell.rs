@@ -919,7 +919,7 @@ fn a_script_edited_after_registration_is_refused_at_run_time() {
     let h = Home::at(home.path());
     let (config, _) = h.load_config();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), 1);
     let event = hermes_hooks_abi::hooks::payload::PreToolCallEvent {
         tool_name: "terminal",
@@ -936,7 +936,7 @@ fn a_script_edited_after_registration_is_refused_at_run_time() {
     );
     assert_eq!(registry.pre_tool_call(&event).blocked, None);
     // Registering again is a no-op: the hook is already in the registry.
-    let again = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    let again = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert!(again.registered.is_empty());
     assert_eq!(registry.entries("pre_tool_call").len(), 1);
 }
@@ -1362,7 +1362,7 @@ fn an_approval_that_cannot_be_saved_still_registers_for_this_run() {
     // The home's parent is a regular file, so neither the home nor the allowlist can exist.
     std::fs::write(dir.path().join("file"), "").unwrap();
     let home = Home::at(dir.path().join("file").join("home"));
-    let config = hermes_host::home::Config::parse(
+    let config = hermes_host::config::Config::parse(
         r#"hooks:
   pre_llm_call:
     - command: "echo '{\"context\": \"hi\"}'"
@@ -1370,7 +1370,7 @@ fn an_approval_that_cannot_be_saved_still_registers_for_this_run() {
     )
     .unwrap();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&home, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&home, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), 1);
     let persist = report
         .warnings
@@ -1403,7 +1403,8 @@ fn the_prompt_is_asked_in_process_through_an_injected_terminal() {
     let mut screen = Vec::new();
     let mut prompt = shell::consent::TextPrompt::new(&b"yes\n"[..], &mut screen);
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&h, &config, Consent::Ask(&mut prompt), &mut registry);
+    let report =
+        shell::register_from_config(&h, &config.hooks, Consent::Ask(&mut prompt), &mut registry);
     assert_eq!(report.registered.len(), 1);
     let screen = String::from_utf8(screen).unwrap();
     assert_eq!(
@@ -1564,10 +1565,10 @@ fn claude_session_start_context_reaches_that_sessions_first_model_call_only() {
     let h = Home::at(home.path());
     let (config, _) = h.load_config();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), 2, "{:?}", report.warnings);
     // Registering again adds neither the hooks nor the carrier twice.
-    shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(registry.entries("pre_llm_call").len(), 1);
 
     let start = |session: &str| {
@@ -1615,7 +1616,7 @@ fn a_shell_hook_waited_on_in_a_run_pool_lets_the_next_job_use_the_cpu() {
     let h = Home::at(home.path());
     let (config, _) = h.load_config();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), 1);
     let registry = Arc::new(registry);
     let pool = RunPool::new("test-turns", 1, 4, Duration::from_secs(600));

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hermes_hooks_abi::hooks::payload::PreToolCallEvent;
-use hermes_host::home::Config;
+use hermes_host::config::Config;
 use hermes_host::registry::Registry;
 use hermes_host::shell::{self, Consent, http};
 use hermes_tests::http_server::{Reply, Server};
@@ -36,7 +36,7 @@ fn http_hook(c: &mut Criterion) {
     let mut registry = Registry::new();
     let report = shell::register_from_config(
         &home.home(),
-        &config,
+        &config.hooks,
         Consent::AcceptForThisRun,
         &mut registry,
     );

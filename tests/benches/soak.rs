@@ -70,8 +70,12 @@ fn main() {
     let mut shell_registry = Registry::new();
     let h = home.home();
     let (config, _) = h.load_config();
-    let shell_report =
-        shell::register_from_config(&h, &config, Consent::AcceptForThisRun, &mut shell_registry);
+    let shell_report = shell::register_from_config(
+        &h,
+        &config.hooks,
+        Consent::AcceptForThisRun,
+        &mut shell_registry,
+    );
     assert_eq!(
         shell_report.registered.len(),
         1,

@@ -537,7 +537,7 @@ fn fifty_enables_at_once_all_land_and_the_rest_of_the_file_stays_byte_for_byte()
         );
     }
     let text = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
-    let config = hermes_host::home::Config::parse(&text).unwrap();
+    let config = hermes_host::config::Config::parse(&text).unwrap();
     let enabled = config.plugins_enabled().unwrap();
     assert_eq!(enabled.len(), 51, "{text}");
     for i in 0..50 {

@@ -167,7 +167,8 @@ fn payloads_a_real_shell_hook_receives_validate() {
     let (config, problem) = home_ref.load_config();
     assert!(problem.is_none(), "{problem:?}");
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&home_ref, &config, Consent::Accept, &mut registry);
+    let report =
+        shell::register_from_config(&home_ref, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(
         report.registered.len(),
         schema::events().len(),
@@ -415,6 +416,29 @@ fn the_config_schema_is_committed_as_generated_and_checks_real_configs() {
         let config = as_json(good);
         assert!(validate(&schema, &schema, &config).is_ok(), "{good}");
     }
+    // The schema and the typed model know the same keys.
+    let keys = |block: &str| -> Vec<String> {
+        let mut keys: Vec<String> = schema["properties"][block]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    let mut plugins: Vec<String> = hermes_host::config::PLUGINS_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    plugins.sort();
+    assert_eq!(keys("plugins"), plugins);
+    let mut gateway: Vec<String> = hermes_host::config::GATEWAY_KEYS
+        .iter()
+        .map(|(k, _, _)| k.to_string())
+        .collect();
+    gateway.sort();
+    assert_eq!(keys("gateway"), gateway);
     // The typos that failed open do not.
     for bad in [
         "hooks:\n  pre_tool_call:\n    - {command: ./g.sh, fail_close: true}\n",

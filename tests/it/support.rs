@@ -389,8 +389,12 @@ impl TestHome {
         let (config, problem) = home.load_config();
         assert!(problem.is_none(), "{problem:?}");
         let mut registry = hermes_host::registry::Registry::new();
-        let report =
-            hermes_host::plugins::load_all(&home, &config, &Default::default(), &mut registry);
+        let report = hermes_host::plugins::load_all(
+            &home,
+            &config.plugins,
+            &Default::default(),
+            &mut registry,
+        );
         (registry, report)
     }
 

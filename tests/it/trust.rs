@@ -401,7 +401,7 @@ fn a_script_made_writable_after_registration_is_refused_at_the_next_firing() {
     let h = home.home();
     let (config, _) = h.load_config();
     let mut registry = Registry::new();
-    let report = shell::register_from_config(&h, &config, Consent::Accept, &mut registry);
+    let report = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
     assert_eq!(report.registered.len(), 1, "{:?}", report.warnings);
     let event = hermes_hooks_abi::hooks::payload::PreToolCallEvent {
         tool_name: "terminal",

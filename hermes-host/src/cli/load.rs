@@ -7,6 +7,7 @@ use std::os::unix::fs::DirBuilderExt as _;
 use std::sync::Arc;
 
 use anyhow::Context;
+use hermes_host::config::{Config, ConfigError};
 use hermes_host::gateway::GatewayLog;
 use hermes_host::registry::TraceSink;
 use hermes_host::{ConsentPolicy, Hooks, LoadOptions};
@@ -19,6 +20,18 @@ use super::settings::Settings;
 /// reference does.
 pub fn load_hooks(
     settings: &Settings,
+    trace: Option<Arc<dyn TraceSink>>,
+    gateway_log: Option<Arc<dyn GatewayLog>>,
+    work_dir: Option<&std::path::Path>,
+) -> anyhow::Result<Hooks> {
+    let loaded = settings.home.load_config();
+    load_hooks_with_config(settings, loaded, trace, gateway_log, work_dir)
+}
+
+/// [`load_hooks`] from a `config.yaml` the caller has read already.
+pub fn load_hooks_with_config(
+    settings: &Settings,
+    loaded: (Config, Option<ConfigError>),
     trace: Option<Arc<dyn TraceSink>>,
     gateway_log: Option<Arc<dyn GatewayLog>>,
     work_dir: Option<&std::path::Path>,
@@ -41,7 +54,7 @@ pub fn load_hooks(
         work_dir: work_dir.map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
         ..options(settings, trace, gateway_log)
     };
-    Hooks::load(&settings.home, &options).context("cannot load hooks")
+    Hooks::load_with_config(&settings.home, loaded, &options).context("cannot load hooks")
 }
 
 /// Plugins alone, for `hermes plugins`: no shell hooks, no gateway hooks.

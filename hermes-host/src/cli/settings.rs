@@ -1,7 +1,7 @@
 //! Resolving command-line flags and environment into one `Settings`, before any command runs.
 
-use hermes_host::home::{Home, is_truthy};
 use hermes_host::plugins::DiscoverOptions;
+use hermes_host::{config::is_truthy, home::Home};
 
 use super::args::GlobalArgs;
 
@@ -41,6 +41,8 @@ impl Settings {
             discover: DiscoverOptions {
                 safe_mode: args.safe_mode || flag("HERMES_SAFE_MODE"),
                 project_dir,
+                // Hooks::load reads `hooks.strict_permissions` when it loads.
+                policy: Default::default(),
             },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
         }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use yaml_serde::Value;
 
-use crate::home::yaml_type_name;
+use crate::config::yaml_type_name;
 use crate::plugins::library_file;
 use crate::trust::{self, Policy, Role};
 

@@ -131,6 +131,9 @@ pub struct GatewayOptions {
     /// Events a hook's queue holds before the oldest are dropped (default
     /// [`DEFAULT_QUEUE_CAPACITY`]).
     pub queue_capacity: usize,
+    /// Whether hook files others can write are refused (the default) or loaded with a
+    /// warning: `hooks.strict_permissions` of `config.yaml`, which the caller has read.
+    pub policy: crate::trust::Policy,
 }
 
 impl Default for GatewayOptions {
@@ -138,6 +141,7 @@ impl Default for GatewayOptions {
         GatewayOptions {
             python: PathBuf::from("python3"),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            policy: crate::trust::Policy::STRICT,
         }
     }
 }
@@ -290,7 +294,8 @@ pub struct GatewayHooks {
 }
 
 impl GatewayHooks {
-    /// Loads every hook under `home`'s hooks directory with default [`GatewayOptions`].
+    /// Loads every hook under `home`'s hooks directory with default [`GatewayOptions`] and
+    /// the permission policy of `home`'s `config.yaml`.
     ///
     /// Every `[hooks] ...` line of discovery goes to `log`, in directory order. One broken
     /// hook never stops the others.
@@ -305,7 +310,11 @@ impl GatewayHooks {
     /// assert!(log.lines().is_empty()); // no hooks directory: nothing, silently
     /// ```
     pub fn discover(home: &Home, log: Arc<dyn GatewayLog>) -> GatewayHooks {
-        GatewayHooks::discover_with(home, log, &GatewayOptions::default())
+        let options = GatewayOptions {
+            policy: crate::trust::Policy::from_config(&home.load_config().0),
+            ..GatewayOptions::default()
+        };
+        GatewayHooks::discover_with(home, log, &options)
     }
 
     /// [`discover`](GatewayHooks::discover) with explicit options.
@@ -338,8 +347,7 @@ impl GatewayHooks {
         plugin_handlers: Vec<crate::plugins::GatewayHandler>,
     ) -> GatewayHooks {
         let hooks_dir = home.hooks_dir();
-        let policy = crate::trust::Policy::from_config(&home.load_config().0);
-        let outcomes = discover::scan(&hooks_dir, &policy);
+        let outcomes = discover::scan(&hooks_dir, &options.policy);
         let links = handler::Links {
             services: services::ServiceSlot::default(),
             log: log.clone(),

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use hermes_hooks_abi::sdk::statics::{StaticPlugin, static_plugins};
 
 use super::manifest::{Manifest, PluginKind, manifest_path};
-use crate::home::{Config, Home};
 use crate::trust::{self, Policy, Role};
+use crate::{config::PluginsSection, home::Home};
 
 /// Where plugins are looked for, resolved by the caller.
 #[derive(Clone, Debug, Default)]
@@ -15,6 +15,9 @@ pub struct DiscoverOptions {
     pub safe_mode: bool,
     /// `./.hermes/plugins`, when `HERMES_ENABLE_PROJECT_PLUGINS` is set.
     pub project_dir: Option<PathBuf>,
+    /// Whether plugin files others can write are refused (the default) or loaded with a
+    /// warning: `hooks.strict_permissions` of `config.yaml`.
+    pub policy: Policy,
 }
 
 /// One plugin directory found on disk.
@@ -65,17 +68,21 @@ pub enum Status {
 /// position. Two plugins whose manifests declare the same name: the second is skipped.
 ///
 /// ```
-/// use hermes_host::{home::{Home, Config}, plugins::{discover, DiscoverOptions, Status}};
+/// use hermes_host::{config::Config, home::Home, plugins::{discover, DiscoverOptions, Status}};
 /// let dir = tempfile::tempdir().unwrap();
 /// let home = Home::at(dir.path());
 /// std::fs::create_dir_all(home.plugins_dir().join("audit")).unwrap();
 /// std::fs::write(home.plugins_dir().join("audit/plugin.yaml"), "library: libaudit.so\n").unwrap();
 /// let config = Config::parse("plugins:\n  enabled: [audit]\n").unwrap();
-/// let found = discover(&home, &config, &DiscoverOptions::default());
+/// let found = discover(&home, &config.plugins, &DiscoverOptions::default());
 /// assert_eq!(found[0].key, "audit");
 /// assert_eq!(found[0].status, Status::Enabled);
 /// ```
-pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<Candidate> {
+pub fn discover(
+    home: &Home,
+    plugins: &PluginsSection,
+    options: &DiscoverOptions,
+) -> Vec<Candidate> {
     if options.safe_mode {
         return Vec::new();
     }
@@ -140,9 +147,9 @@ pub fn discover(home: &Home, config: &Config, options: &DiscoverOptions) -> Vec<
             },
         );
     }
-    let enabled = config.plugins_enabled();
-    let disabled = config.plugins_disabled();
-    let policy = Policy::from_config(config);
+    let enabled = plugins.enabled_names();
+    let disabled = plugins.disabled_names();
+    let policy = options.policy;
     let mut names_seen: Vec<(String, PathBuf)> = Vec::new();
     for c in &mut found {
         let name = c.name().to_string();

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use yaml_serde::Value;
 
-use crate::home::yaml_type_name;
+use crate::config::yaml_type_name;
 
 /// A parsed `plugin.yaml`.
 ///

@@ -24,8 +24,8 @@ pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
 pub use manifest::{Isolation, Manifest, PluginKind, parse_size};
 pub use supervisor::{CRASH_WINDOW, DEFAULT_TIMEOUT, MAX_CRASHES};
 
-use crate::home::{Config, Home};
 use crate::registry::Registry;
+use crate::{config::PluginsSection, home::Home};
 
 /// What happened to one discovered plugin.
 #[derive(Clone, Debug)]
@@ -119,14 +119,15 @@ pub struct LoadReport {
 /// let home = Home::from_env();
 /// let (config, _) = home.load_config();
 /// let mut registry = Registry::new();
-/// let report = load_all(&home, &config, &DiscoverOptions::default(), &mut registry);
+/// let options = DiscoverOptions { policy: hermes_host::trust::Policy::from_config(&config), ..Default::default() };
+/// let report = load_all(&home, &config.plugins, &options, &mut registry);
 /// for p in &report.plugins {
 ///     println!("{} {}", p.name, if p.loaded() { "loaded" } else { "not loaded" });
 /// }
 /// ```
 pub fn load_all(
     home: &Home,
-    config: &Config,
+    config: &PluginsSection,
     options: &DiscoverOptions,
     registry: &mut Registry,
 ) -> LoadReport {
@@ -291,11 +292,11 @@ pub fn load_all(
 /// merged over it (recorded in `entry`); settings that are not a mapping are one warning.
 fn effective_manifest(
     home: &Home,
-    config: &Config,
+    config: &PluginsSection,
     manifest: &Manifest,
     entry: &mut PluginReport,
 ) -> Manifest {
-    let settings = match config.plugin_settings(&manifest.name) {
+    let settings = match config.settings_for(&manifest.name) {
         Ok(settings) => settings,
         Err(why) => {
             tracing::warn!(
@@ -437,11 +438,8 @@ fn register_error(library: &Path, error: &str) -> String {
 
 /// `plugins.slow_callback_warning` of `config.yaml`: a duration such as `500ms` or `2s`,
 /// or `off`; the default when missing or unreadable (with a warning).
-fn slow_threshold(config: &Config) -> Option<std::time::Duration> {
-    let Some(value) = config
-        .get("plugins")
-        .and_then(|p| p.get("slow_callback_warning"))
-    else {
+fn slow_threshold(plugins: &PluginsSection) -> Option<std::time::Duration> {
+    let Some(value) = plugins.slow_callback_warning.get() else {
         return Some(crate::fatal::DEFAULT_SLOW);
     };
     let text = match value {
@@ -476,25 +474,24 @@ fn slow_threshold(config: &Config) -> Option<std::time::Duration> {
 /// `plugins.isolation.<name>`, else the manifest's `isolation`, else
 /// `plugins.isolation_default`, else in-process.
 fn isolation_of(
-    config: &Config,
+    plugins: &PluginsSection,
     name: &str,
     manifest: Option<Isolation>,
 ) -> Result<Isolation, String> {
-    let plugins = config.get("plugins");
-    let text = |v: Option<&yaml_serde::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
-    if let Some(t) = text(
-        plugins
-            .and_then(|p| p.get("isolation"))
-            .and_then(|i| i.get(name)),
-    ) {
-        return Isolation::parse(&t)
+    if let Some(t) = plugins
+        .isolation
+        .get()
+        .and_then(|i| i.get(name))
+        .and_then(yaml_serde::Value::as_str)
+    {
+        return Isolation::parse(t)
             .map_err(|e| format!("plugins.isolation.{name} in config.yaml: {e}"));
     }
     if let Some(isolation) = manifest {
         return Ok(isolation);
     }
-    match text(plugins.and_then(|p| p.get("isolation_default"))) {
-        Some(t) => Isolation::parse(&t)
+    match plugins.isolation_default.get() {
+        Some(t) => Isolation::parse(t)
             .map_err(|e| format!("plugins.isolation_default in config.yaml: {e}")),
         None => Ok(Isolation::InProcess),
     }

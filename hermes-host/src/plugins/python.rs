@@ -52,11 +52,10 @@ const MAX_LINE: u64 = 64 << 20;
 const LOG_LINES_PER_SECOND: u32 = 200;
 
 /// The interpreter for Python plugins: `plugins.python` of `config.yaml`, else `python3`.
-pub fn interpreter(config: &crate::home::Config) -> PathBuf {
-    config
-        .get("plugins")
-        .and_then(|p| p.get("python"))
-        .and_then(yaml_serde::Value::as_str)
+pub fn interpreter(plugins: &crate::config::PluginsSection) -> PathBuf {
+    plugins
+        .python
+        .get()
         .filter(|s| !s.trim().is_empty())
         .map_or_else(|| PathBuf::from("python3"), PathBuf::from)
 }

@@ -12,7 +12,7 @@
 //! scalar would fold them into one (`make lint make test`, a different command).
 //!
 //! ```
-//! use hermes_host::home::Config;
+//! use hermes_host::config::Config;
 //! use hermes_host::shell::{claude_import, config};
 //!
 //! let settings = serde_json::json!({"hooks": {"PreToolUse": [
@@ -21,7 +21,7 @@
 //! let (entries, skipped) = claude_import::entries(&settings);
 //! assert!(skipped.is_empty());
 //! let text = claude_import::insert("", &entries).unwrap();
-//! let specs = config::parse(&Config::parse(&text).unwrap()).specs;
+//! let specs = config::parse(&Config::parse(&text).unwrap().hooks).specs;
 //! assert_eq!(specs[0].command, "make lint\nmake test");
 //! assert_eq!(specs[0].format, config::Format::Claude);
 //! ```
@@ -253,7 +253,7 @@ fn unique(entries: &[Entry]) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::home::Config;
+    use crate::config::Config;
     use crate::shell;
 
     fn settings() -> Value {
@@ -289,7 +289,7 @@ mod tests {
         for line in config.lines() {
             assert!(merged.contains(line), "lost {line:?}:\n{merged}");
         }
-        let parsed = shell::config::parse(&Config::parse(&merged).unwrap());
+        let parsed = shell::config::parse(&Config::parse(&merged).unwrap().hooks);
         assert_eq!(parsed.specs.len(), 4, "{merged}\n{:?}", parsed.warnings);
         assert_eq!(parsed.specs[0].command, "./old.sh");
         assert!(
@@ -301,7 +301,7 @@ mod tests {
         );
         let empty = insert("", &entries).unwrap();
         assert_eq!(
-            shell::config::parse(&Config::parse(&empty).unwrap())
+            shell::config::parse(&Config::parse(&empty).unwrap().hooks)
                 .specs
                 .len(),
             3
@@ -332,7 +332,7 @@ mod tests {
             &entries,
         )
         .unwrap();
-        let parsed = shell::config::parse(&Config::parse(&merged).unwrap());
+        let parsed = shell::config::parse(&Config::parse(&merged).unwrap().hooks);
         let read: Vec<&str> = parsed
             .specs
             .iter()

@@ -28,7 +28,7 @@ use yaml_serde::Value;
 
 use super::http::{HttpSpec, is_http_url};
 use super::matcher::Matcher;
-use crate::home::{Config, is_truthy, yaml_type_name};
+use crate::config::{HooksSection, yaml_type_name};
 use crate::pyfmt::{close_match, repr_str, repr_yaml};
 
 /// The timeout of an entry that sets none (seconds).
@@ -43,10 +43,10 @@ pub const BLOCKING_EVENTS: [&str; 1] = ["pre_tool_call"];
 /// One validated entry of the `hooks:` block.
 ///
 /// ```
-/// let config = hermes_host::home::Config::parse(
+/// let config = hermes_host::config::Config::parse(
 ///     "hooks:\n  pre_tool_call:\n    - command: ' ./guard.sh '\n      matcher: terminal\n",
 /// ).unwrap();
-/// let parsed = hermes_host::shell::config::parse(&config);
+/// let parsed = hermes_host::shell::config::parse(&config.hooks);
 /// let spec = &parsed.specs[0];
 /// assert_eq!((spec.event.as_str(), spec.command.as_str(), spec.timeout), ("pre_tool_call", "./guard.sh", 60));
 /// assert!(spec.matches_tool(Some("terminal")) && !spec.matches_tool(None));
@@ -218,20 +218,18 @@ impl ParsedHooks {
     }
 }
 
-/// Parses the `hooks:` block of `config`. A missing block, or one that is not a mapping, has
-/// no hooks and no warning.
+/// Parses the `hooks:` block of `config.yaml` into hook specs. A missing block, or one that
+/// is not a mapping, has no hooks (the config reports the latter).
 ///
 /// ```
-/// let config = hermes_host::home::Config::parse("hooks:\n  pre_tool_cal:\n    - command: x\n").unwrap();
-/// let parsed = hermes_host::shell::config::parse(&config);
+/// let config = hermes_host::config::Config::parse("hooks:\n  pre_tool_cal:\n    - command: x\n").unwrap();
+/// let parsed = hermes_host::shell::config::parse(&config.hooks);
 /// assert!(parsed.specs.is_empty());
 /// assert_eq!(parsed.warnings, ["unknown hook event 'pre_tool_cal' in hooks: config — did you mean 'pre_tool_call'?"]);
 /// ```
-pub fn parse(config: &Config) -> ParsedHooks {
+pub fn parse(section: &HooksSection) -> ParsedHooks {
     let mut out = ParsedHooks::default();
-    let Some(Value::Mapping(hooks)) = config.get("hooks") else {
-        return out;
-    };
+    let hooks = &section.events;
     let valid = hermes_hooks_abi::hooks::names_sorted();
     for (key, entries) in hooks {
         // Not an event: the permission policy of every loader (see `trust`).
@@ -685,30 +683,12 @@ fn parse_fail_closed(
     value
 }
 
-/// The reference's `hooks_auto_accept`: `true`, or a string in {1, true, yes, on} (any case,
-/// surrounding space ignored). Anything else, including the integer `1`, is false.
-///
-/// ```
-/// use hermes_host::{home::Config, shell::config::auto_accept};
-/// assert!(auto_accept(&Config::parse("hooks_auto_accept: true").unwrap()));
-/// assert!(auto_accept(&Config::parse("hooks_auto_accept: ' Yes '").unwrap()));
-/// assert!(!auto_accept(&Config::parse("hooks_auto_accept: 1").unwrap()));
-/// assert!(!auto_accept(&Config::parse("hooks_auto_accept: 'false'").unwrap()));
-/// ```
-pub fn auto_accept(config: &Config) -> bool {
-    match config.get("hooks_auto_accept") {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) => is_truthy(s),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse_yaml(text: &str) -> ParsedHooks {
-        parse(&Config::parse(text).unwrap())
+        parse(&crate::config::Config::parse(text).unwrap().hooks)
     }
 
     fn one_entry(entry: &str) -> ParsedHooks {

@@ -27,7 +27,7 @@
 //! let home = Home::from_env();
 //! let (config, _) = home.load_config();
 //! let mut registry = Registry::new();
-//! let report = shell::register_from_config(&home, &config, Consent::Refuse, &mut registry);
+//! let report = shell::register_from_config(&home, &config.hooks, Consent::Refuse, &mut registry);
 //! for warning in &report.warnings {
 //!     eprintln!("{warning}");
 //! }
@@ -60,9 +60,9 @@ use consent::{Allowlist, Prompter};
 use spawn::RunResult;
 use wire::{Decision, Stdout};
 
-use crate::home::{Config, Home};
 use crate::registry::{Callback, ExternalHook, HookResult, Registry, Source, Subprocess};
 use crate::trust::{Policy, Role};
+use crate::{config::HooksSection, home::Home};
 
 /// How to treat a configured hook that is not yet approved.
 pub enum Consent<'a> {
@@ -107,7 +107,7 @@ impl ShellReport {
     }
 }
 
-/// Adds every approved shell hook of `config` to `registry`, after whatever is already there.
+/// Adds every approved shell hook of the `hooks:` section to `registry`, after whatever is already there.
 ///
 /// For each valid entry, in config order:
 ///
@@ -122,23 +122,23 @@ impl ShellReport {
 ///    refused with the reference's warning.
 pub fn register_from_config(
     home: &Home,
-    config: &Config,
+    hooks: &HooksSection,
     consent: Consent<'_>,
     registry: &mut Registry,
 ) -> ShellReport {
-    register_from_config_in(home, config, consent, registry, None)
+    register_from_config_in(home, hooks, consent, registry, None)
 }
 
 /// [`register_from_config`] for an agent working in `work_dir` (see
 /// [`ShellHookSpec::work_dir`]); `None` is the process's working directory.
 pub fn register_from_config_in(
     home: &Home,
-    config: &Config,
+    hooks: &HooksSection,
     consent: Consent<'_>,
     registry: &mut Registry,
     work_dir: Option<&std::path::Path>,
 ) -> ShellReport {
-    let mut parsed = config::parse(config);
+    let mut parsed = config::parse(hooks);
     for spec in &mut parsed.specs {
         spec.set_work_dir(work_dir.map(std::path::Path::to_path_buf));
     }
@@ -147,8 +147,8 @@ pub fn register_from_config_in(
         warnings: parsed.warnings,
         declined: Vec::new(),
     };
-    let accept = matches!(consent, Consent::Accept | Consent::AcceptForThisRun)
-        || config::auto_accept(config);
+    let accept =
+        matches!(consent, Consent::Accept | Consent::AcceptForThisRun) || hooks.auto_accept;
     let records = !matches!(consent, Consent::AcceptForThisRun | Consent::ReadOnly);
     let mut prompter = match consent {
         Consent::Ask(p) => Some(p),
@@ -165,7 +165,7 @@ pub fn register_from_config_in(
     // Read once for every hook (a large allowlist read per hook made start-up crawl), and
     // again only after this load recorded an approval.
     let mut approvals = allowlist.approvals();
-    let policy = Policy::from_config(config);
+    let policy = Policy::from_hooks(hooks);
     for (position, spec) in parsed.specs.into_iter().enumerate() {
         let identity = identity(home, &spec);
         if registered(registry, &spec.event, &identity) {

@@ -16,13 +16,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use hermes_host::home::{Config, Home};
 use hermes_host::lines::{LineSplitter, Piece};
 use hermes_host::plugins::isolation::wire::{self, Kind};
 use hermes_host::shell::config::{Format, ShellHookSpec};
 use hermes_host::shell::spawn::RunResult;
 use hermes_host::shell::{self, claude, claude_import, persistent};
 use hermes_host::trust::Policy;
+use hermes_host::{config::Config, home::Home};
 
 /// The gateway's client protocol lives in the `hermes` binary (it is the server's, not the
 /// hook library's); its module depends on serde alone, so it is compiled in here as is.
@@ -66,12 +66,12 @@ pub fn config_hooks(data: &[u8]) {
     let Ok(config) = Config::parse(text) else {
         return;
     };
-    let parsed = shell::config::parse(&config);
+    let parsed = shell::config::parse(&config.hooks);
     let _ = Policy::from_config(&config);
-    let _ = shell::config::auto_accept(&config);
+    let _ = config.hooks.auto_accept;
     let _ = config.plugins_disabled();
     for name in config.plugins_enabled().unwrap_or_default() {
-        let _ = config.plugin_settings(&name);
+        let _ = config.plugins.settings_for(&name);
     }
     for spec in &parsed.specs {
         let _ = spec.label();
@@ -281,7 +281,7 @@ pub fn claude_import(data: &[u8]) {
         Config::parse(config),
         claude_import::insert(config, &entries),
     ) {
-        let _ = Config::parse(&merged).map(|c| shell::config::parse(&c));
+        let _ = Config::parse(&merged).map(|c| shell::config::parse(&c.hooks));
     }
     let Ok(fresh) = claude_import::insert("", &entries) else {
         panic!("an empty config.yaml refused the import");

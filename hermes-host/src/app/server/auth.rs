@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use yaml_serde::Value;
 
-use hermes_host::home::{Config, yaml_type_name};
+use hermes_host::config::{Config, yaml_type_name};
 
 /// The users allowed to use the gateway.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl AllowedUsers {
     /// When the key is there but is not a list of ids (then nobody is allowed, so a typo
     /// never opens the gateway to everyone); the message names the key and the fix.
     pub fn from_config(config: &Config) -> Result<AllowedUsers, (AllowedUsers, String)> {
-        let Some(value) = config.get("gateway").and_then(|g| g.get("allowed_users")) else {
+        let Some(value) = &config.gateway.allowed_users else {
             return Ok(AllowedUsers::everyone());
         };
         let refuse = |what: &str| {
@@ -94,7 +94,7 @@ mod examples {
     #[test]
     fn from_config_works_as_documented() {
         use crate::app::server::AllowedUsers;
-        use hermes_host::home::Config;
+        use hermes_host::config::Config;
         let config = Config::parse("gateway:\n  allowed_users: [alice, 42]\n").unwrap();
         let allowed = AllowedUsers::from_config(&config).unwrap();
         assert!(allowed.allows("alice") && allowed.allows("42") && !allowed.allows("mallory"));

@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use hermes_host::home::Config;
-use hermes_host::schema::GATEWAY_KEYS;
+use hermes_host::config::GATEWAY_KEYS;
+use hermes_host::config::{Config, GatewaySection, Setting};
 use yaml_serde::Value;
 
 /// How the gateway is sized and bounded. [`GatewayLimits::default`] is what an empty
@@ -97,18 +97,20 @@ impl GatewayLimits {
     /// The limits of `config`, with one warning line per key that could not be used (the
     /// tests below show both).
     pub fn from_config(config: &Config) -> (GatewayLimits, Vec<String>) {
+        GatewayLimits::from_section(&config.gateway)
+    }
+
+    /// The limits of the `gateway:` section, as [`from_config`](GatewayLimits::from_config).
+    pub fn from_section(gateway: &GatewaySection) -> (GatewayLimits, Vec<String>) {
         let mut limits = GatewayLimits::default();
         let mut warnings = Vec::new();
-        let Some(block) = config.get("gateway") else {
-            return (limits, warnings);
-        };
-        let Value::Mapping(map) = block else {
+        if let Setting::Invalid(_) = gateway.present {
             warnings.push(
                 "config.yaml: `gateway:` must be a mapping; using the default limits".to_string(),
             );
             return (limits, warnings);
-        };
-        for (key, value) in map {
+        }
+        for (key, value) in &gateway.entries {
             let Some(key) = key.as_str() else { continue };
             let mut bad = |what: &str, default: String| {
                 warnings.push(format!(

@@ -263,7 +263,7 @@ pub fn run(args: BenchArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
 
 /// `bench.budgets:` of `config.yaml`: a mapping of event to duration text.
 fn config_budgets(
-    config: &hermes_host::home::Config,
+    config: &hermes_host::config::Config,
     path: &std::path::Path,
 ) -> Result<Vec<(String, Duration)>, String> {
     let Some(budgets) = config.get("bench").and_then(|b| b.get("budgets")) else {

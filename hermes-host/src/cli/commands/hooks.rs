@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use hermes_host::home::Config;
+use hermes_host::config::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::pyfmt::{JsonStyle, dumps, float_repr, parse_isoformat_utc, repr_str};
 use hermes_host::registry::FiringRecord;
@@ -101,7 +101,7 @@ fn specs(
     settings: &Settings,
     work_dir: Option<&std::path::Path>,
 ) -> (Vec<ShellHookSpec>, Vec<String>) {
-    let mut parsed = config::parse(&load_config(settings));
+    let mut parsed = config::parse(&load_config(settings).hooks);
     if let Some(dir) = work_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         for spec in &mut parsed.specs {
@@ -457,7 +457,7 @@ fn test(
     }
     let config = load_config(settings);
     let policy = Policy::from_config(&config);
-    let specs: Vec<ShellHookSpec> = config::parse(&config)
+    let specs: Vec<ShellHookSpec> = config::parse(&config.hooks)
         .specs
         .into_iter()
         .filter(|s| s.event == event)
@@ -634,9 +634,9 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
     let config::ParsedHooks {
         specs,
         mut warnings,
-    } = config::parse(&config);
+    } = config::parse(&config.hooks);
     // Every misspelt or mistyped key is a problem: a guard with `fail_close:` fails open.
-    warnings.extend(config.unknown_keys());
+    warnings.extend(config.unknown_keys().iter().cloned());
     if specs.is_empty() {
         if as_json {
             print_json(&json!({ "hooks": [], "problems": warnings.len(), "warnings": warnings }))?;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::cli::ExitStatus;
 use crate::cli::settings::Settings;
-use hermes_host::home::Config;
+use hermes_host::config::Config;
 use hermes_host::shell::{self, claude_import};
 
 /// Where the settings come from.
@@ -71,7 +71,7 @@ pub fn import(
             config_path.display()
         )
     })?;
-    let existing = shell::config::parse(&before).specs;
+    let existing = shell::config::parse(&before.hooks).specs;
     found.retain(|e| {
         !existing
             .iter()
@@ -90,7 +90,7 @@ pub fn import(
     let after = Config::parse(&merged).map_err(|e| {
         anyhow::anyhow!("the merged config.yaml would not parse ({e}); nothing written")
     })?;
-    let parsed = shell::config::parse(&after);
+    let parsed = shell::config::parse(&after.hooks);
     if parsed.specs.len() != existing.len() + found.len() {
         bail!(
             "the merged config.yaml would hold {} hooks instead of {}; nothing written ({})",

@@ -8,7 +8,6 @@ use abi_stable::sabi_trait::TD_Opaque;
 use anyhow::{Context, bail};
 use hermes_hooks_abi::core::HostCalls_TO;
 use hermes_host::gateway::{GatewayServices, HostCallsOf};
-use hermes_host::home::Config;
 use hermes_host::payload::OwnedPayload;
 use hermes_host::plugins::{HOST_ABI_VERSION, Manifest, PluginReport};
 use hermes_host::process;
@@ -302,7 +301,11 @@ fn refuse_unloadable(settings: &Settings, name: &str) -> anyhow::Result<()> {
     if let Some(problem) = problem {
         bail!("{problem}; not changing it");
     }
-    let installed = hermes_host::plugins::discover(home, &Config::default(), &settings.discover);
+    let discover = hermes_host::plugins::DiscoverOptions {
+        policy: hermes_host::trust::Policy::from_config(&config),
+        ..settings.discover.clone()
+    };
+    let installed = hermes_host::plugins::discover(home, &Default::default(), &discover);
     let Some(found) = installed.iter().find(|c| c.key == name || c.name() == name) else {
         bail!(
             "no plugin '{name}' is installed in {}; install it with `hermes plugins install <dir>` first, or pass --force to enable it ahead of installing",
@@ -317,7 +320,7 @@ fn refuse_unloadable(settings: &Settings, name: &str) -> anyhow::Result<()> {
     }
     probe.enable_plugin(name);
     let mut registry = hermes_host::registry::Registry::new();
-    let report = hermes_host::plugins::load_all(home, &probe, &settings.discover, &mut registry);
+    let report = hermes_host::plugins::load_all(home, &probe.plugins, &discover, &mut registry);
     let why = report
         .plugins
         .iter()
@@ -342,7 +345,7 @@ fn set_enabled(
     if let Some(problem) = problem {
         bail!("{problem}; not changing it");
     }
-    let known = hermes_host::plugins::discover(home, &Config::default(), &Default::default())
+    let known = hermes_host::plugins::discover(home, &Default::default(), &Default::default())
         .iter()
         .any(|c| c.key == name || c.name() == name);
     // Only the two lists change, under the file's lock; every other byte stays.

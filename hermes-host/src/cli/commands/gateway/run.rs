@@ -27,12 +27,13 @@ use crate::app::server::{
     serve_stdio,
 };
 use anyhow::{Context, bail};
+use hermes_host::config::{Config, Setting};
 use hermes_host::gateway::GatewayLog;
 
 use super::stdout_log;
 use crate::cli::ExitStatus;
 use crate::cli::args::GatewayRunArgs;
-use crate::cli::load::load_hooks;
+use crate::cli::load::load_hooks_with_config;
 use crate::cli::settings::Settings;
 
 /// Why the gateway stops.
@@ -130,26 +131,23 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 /// The token TCP clients must send first: `HERMES_GATEWAY_TOKEN`, else `gateway.token` of
 /// `config.yaml`. A loopback port is open to every account on the machine, so the gateway
 /// does not listen on one without a token.
-fn tcp_token(settings: &Settings) -> anyhow::Result<std::sync::Arc<str>> {
+fn tcp_token(settings: &Settings, config: &Config) -> anyhow::Result<std::sync::Arc<str>> {
     let from_env = std::env::var("HERMES_GATEWAY_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty());
     let token = match from_env {
         Some(token) => token,
-        None => {
-            let (config, _) = settings.home.load_config();
-            match config.get("gateway").and_then(|g| g.get("token")) {
-                Some(yaml_serde::Value::String(t)) if !t.trim().is_empty() => t.clone(),
-                Some(_) => bail!(
-                    "gateway.token in {} must be a non-empty string",
-                    settings.home.config_path().display()
-                ),
-                None => bail!(
-                    "--listen needs a token, since any account on this machine can reach a loopback port: set HERMES_GATEWAY_TOKEN, or gateway.token in {}; clients then send {{\"token\": \"...\"}} as their first line. --stdin needs none",
-                    settings.home.config_path().display()
-                ),
-            }
-        }
+        None => match &config.gateway.token {
+            Setting::Set(t) if !t.trim().is_empty() => t.clone(),
+            Setting::Set(_) | Setting::Invalid(_) => bail!(
+                "gateway.token in {} must be a non-empty string",
+                settings.home.config_path().display()
+            ),
+            Setting::Absent => bail!(
+                "--listen needs a token, since any account on this machine can reach a loopback port: set HERMES_GATEWAY_TOKEN, or gateway.token in {}; clients then send {{\"token\": \"...\"}} as their first line. --stdin needs none",
+                settings.home.config_path().display()
+            ),
+        },
     };
     if token.len() < 16 {
         bail!(
@@ -198,8 +196,11 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
 
+    // Read once: the token is needed before anything listens, and the hooks load from the
+    // same reading.
+    let loaded = settings.home.load_config();
     let token = match args.listen {
-        Some(_) => Some(tcp_token(settings)?),
+        Some(_) => Some(tcp_token(settings, &loaded.0)?),
         None => None,
     };
     let tcp = match args.listen {
@@ -244,8 +245,9 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     };
 
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
-    let hooks = load_hooks(
+    let hooks = load_hooks_with_config(
         settings,
+        loaded,
         Some(tracer.clone()),
         Some(log.clone()),
         Some(&cwd),
