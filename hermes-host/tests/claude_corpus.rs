@@ -281,12 +281,15 @@ fn secret_file_guard_denies_writes_to_dotenv_only() {
     assert!(
         c.fire("pre_tool_call", env)
             .outcome()
-            .ends_with(": .env holds secrets")
+            .ends_with("/.env holds secrets")
     );
     // `terminal` is `Bash`, which the matcher does not name: the hook does not run.
     assert_eq!(c.fire("pre_tool_call", RM_PAYLOAD).outcome(), "allowed");
-    c.test("pre_tool_call", env)
-        .says(&[r#"{"action": "block", "message": ".env holds secrets"}"#]);
+    // The path is absolute, as Claude Code passes it: the work directory's `.env`.
+    let work = c.work().display().to_string();
+    c.test("pre_tool_call", env).says(&[&format!(
+        r#"{{"action": "block", "message": "{work}/.env holds secrets"}}"#
+    )]);
 
     let (ran, _) = c.run(
         &one_turn(
@@ -592,10 +595,10 @@ fn ask_goes_through_the_hosts_approval_step() {
 }
 
 #[test]
-fn a_claude_hook_is_told_the_agents_work_directory_and_runs_where_hermes_started() {
+fn a_claude_hook_is_told_the_agents_work_directory_and_runs_there() {
     // `hermes run --cwd WORK` started from another directory: the hook gets WORK as `cwd`
-    // and `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the session's directory. It
-    // runs where hermes started, where consent resolved its (relative) script path.
+    // and `CLAUDE_PROJECT_DIR`, and runs in WORK, as Claude Code runs a hook in the
+    // session's directory.
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let seen = c.home().join("seen.json");
     let script = c.home().join("where.py");
@@ -616,11 +619,124 @@ fn a_claude_hook_is_told_the_agents_work_directory_and_runs_where_hermes_started
     let work = std::fs::canonicalize(c.work()).unwrap();
     assert_eq!(canonical("cwd"), work, "{seen}");
     assert_eq!(canonical("project"), work, "{seen}");
+    assert_eq!(canonical("pwd"), work, "{seen}");
+}
+
+/// Makes `dir` a git repository on branch `branch` with one commit.
+fn git_repo(dir: &Path, branch: &str) {
+    for args in [
+        vec!["init", "-q", "-b", branch],
+        vec![
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(&args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+#[test]
+fn with_cwd_from_elsewhere_a_formatter_and_a_git_branch_check_act_on_the_project() {
+    // Both formats, as published: a Hermes-format formatter (bash + jq, the seed's
+    // auto-format.sh shape) that gets the path the model wrote, relative, and a Claude
+    // PreToolUse check that refuses Bash on the main branch of the tree it runs in.
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    git_repo(c.work(), "main");
+    let format = c.home().join("auto-format.sh");
+    std::fs::write(
+        &format,
+        "#!/usr/bin/env bash\nset -euo pipefail\npath=$(jq -r '.tool_input.path')\n[ -f \"$path\" ] || { echo \"no $path in $(pwd)\" >&2; exit 1; }\nsed -i 's/[[:space:]]*$//' \"$path\"\necho '{}'\n",
+    )
+    .unwrap();
+    let branch = c.home().join("branch_guard.sh");
+    std::fs::write(
+        &branch,
+        "#!/usr/bin/env bash\nset -uo pipefail\ncat >/dev/null\nb=$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo none)\nif [ \"$b\" = main ]; then\n  jq -n --arg r \"no commands on $b\" '{decision: \"block\", reason: $r}'\nfi\n",
+    )
+    .unwrap();
+    for script in [&format, &branch] {
+        std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        c.home().join("config.yaml"),
+        format!(
+            "hooks:\n  post_tool_call:\n    - command: {}\n      matcher: write_file\n  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Bash\n",
+            format.display(),
+            branch.display()
+        ),
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let session = c.home().join("session.yaml");
+    std::fs::write(
+        &session,
+        one_turn(
+            "tidy",
+            "      - tool: write_file\n        args: {path: notes.txt, content: \"a  \\nb \\n\"}\n      - tool: terminal\n        args: {command: \"touch ran.txt\"}\n      - final: tidied\n",
+        ),
+    )
+    .unwrap();
+    let run = [
+        "run",
+        session.to_str().unwrap(),
+        "--cwd",
+        c.work().to_str().unwrap(),
+        "--approvals",
+        "always",
+    ];
+    let ran = Ran(c.hermes_from(elsewhere.path(), &run));
+    ran.says(&["assistant: tidied", "no commands on main"]);
     assert_eq!(
-        canonical("pwd"),
-        std::fs::canonicalize(elsewhere.path()).unwrap(),
-        "{seen}"
+        std::fs::read_to_string(c.file("notes.txt")).unwrap(),
+        "a\nb\n",
+        "{}",
+        ran.describe()
     );
+    assert!(!c.file("ran.txt").exists(), "{}", ran.describe());
+}
+
+#[test]
+fn a_relative_write_path_is_denied_by_a_guard_that_compares_absolute_paths() {
+    // Claude Code always passes an absolute `file_path`; guards compare it with the
+    // project's protected directories.
+    let c = Corpus::new("pre_tool_call", Some("Write"), "validate_bash.py");
+    std::fs::create_dir(c.file("secrets")).unwrap();
+    let guard = c.home().join("guard_paths.py");
+    Corpus::python_script(
+        &guard,
+        "import json, os, sys\nd = json.load(sys.stdin)\np = d['tool_input'].get('file_path', '')\nroot = os.environ['CLAUDE_PROJECT_DIR']\nif not p.startswith('/'):\n    sys.exit(0)\nif p.startswith(os.path.join(root, 'secrets') + '/'):\n    print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny', 'permissionDecisionReason': 'secrets/ is off limits: ' + p}}))\n",
+    );
+    std::fs::write(
+        c.home().join("config.yaml"),
+        format!(
+            "hooks:\n  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Write\n",
+            guard.display()
+        ),
+    )
+    .unwrap();
+    let (ran, _) = c.run(
+        &one_turn(
+            "write",
+            "      - tool: write_file\n        args: {path: references/../secrets/key.txt, content: leaked}\n      - final: done\n",
+        ),
+        "deny",
+    );
+    ran.says(&["secrets/ is off limits", "/secrets/key.txt"]);
+    assert!(!c.file("secrets/key.txt").exists(), "{}", ran.describe());
 }
 
 #[test]

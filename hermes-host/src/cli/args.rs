@@ -336,6 +336,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): where the hooks run, their payload's `cwd` and `CLAUDE_PROJECT_DIR`
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Remove every allowlist entry of a command (under any event).
     #[command(visible_aliases = ["remove", "rm"])]
@@ -356,6 +361,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): where the hooks run, their payload's `cwd` and `CLAUDE_PROJECT_DIR`
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Approve a command without a prompt, pinned to its script's current content.
     #[command(visible_alias = "approve")]
@@ -387,6 +397,11 @@ pub enum HooksCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
+        /// run`): where the hooks run, their payload's `cwd` and `CLAUDE_PROJECT_DIR`
+        /// (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
     /// Print the JSON Schema of an event's payload (what a hook reads on stdin).
     Schema {

@@ -360,10 +360,9 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
             _ => Map::new(),
         };
         out.insert("tool_name".into(), json!(tool_name(hermes_tool)));
-        out.insert(
-            "tool_input".into(),
-            Value::Object(tool_input(hermes_tool, &args)),
-        );
+        let mut input = tool_input(hermes_tool, &args);
+        absolute_paths(&mut input, &context.cwd);
+        out.insert("tool_input".into(), Value::Object(input));
         out.insert("tool_use_id".into(), json!(text("tool_call_id")));
         if event == "post_tool_call" {
             let result = text("result");
@@ -393,6 +392,46 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
         _ => {}
     }
     Value::Object(out)
+}
+
+/// Makes the path keys of a Claude `tool_input` (`file_path`, `path`, `notebook_path`)
+/// absolute, as Claude Code always passes them: a relative path is joined to the agent's
+/// directory `cwd`, as the tools resolve it, and `.` and `..` are folded away, so a guard
+/// that compares absolute paths sees the file the tool will touch.
+///
+/// ```
+/// let mut input = serde_json::json!({"file_path": "references/../secrets/key.pem", "content": "x"});
+/// hermes_host::shell::claude::absolute_paths(input.as_object_mut().unwrap(), "/srv/proj");
+/// assert_eq!(input["file_path"], "/srv/proj/secrets/key.pem");
+/// ```
+pub fn absolute_paths(input: &mut Map<String, Value>, cwd: &str) {
+    for key in ["file_path", "path", "notebook_path"] {
+        let Some(Value::String(path)) = input.get_mut(key) else {
+            continue;
+        };
+        if path.is_empty() || path.starts_with('~') {
+            continue;
+        }
+        let joined = std::path::Path::new(cwd).join(path.as_str());
+        let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut rooted = false;
+        for part in joined.components() {
+            match part {
+                std::path::Component::RootDir => rooted = true,
+                std::path::Component::CurDir | std::path::Component::Prefix(_) => {}
+                std::path::Component::ParentDir => {
+                    parts.pop();
+                }
+                std::path::Component::Normal(name) => parts.push(name),
+            }
+        }
+        if !rooted {
+            continue;
+        }
+        let mut out = std::path::PathBuf::from("/");
+        out.extend(parts);
+        *path = out.display().to_string();
+    }
 }
 
 /// What a Claude-format hook's run means.
@@ -786,7 +825,7 @@ mod tests {
         let post = json!({"tool_name": "read_file", "args": {"path": "a.txt"}, "result": "{\"content\": \"x\"}", "status": "error", "error_message": "boom", "session_id": "s"});
         let p = payload("post_tool_call", post.as_object().unwrap(), &ctx);
         assert_eq!(p["hook_event_name"], "PostToolUseFailure");
-        assert_eq!(p["tool_input"], json!({"file_path": "a.txt"}));
+        assert_eq!(p["tool_input"], json!({"file_path": "/w/a.txt"}));
         assert_eq!(p["tool_response"], json!({"content": "x"}));
         assert_eq!(p["transcript_path"], "/h/sessions/s.jsonl");
         let prompt = json!({"user_message": "hi", "session_id": "s"});

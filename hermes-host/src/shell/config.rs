@@ -86,9 +86,10 @@ pub struct ShellHookSpec {
     /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
     /// run`), when it is not the process's. A `format: claude` hook gets it as its
     /// payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
-    /// session's directory. The hook still runs in the process's directory, where consent
-    /// resolved (and pinned) the script its relative paths name. `None`: the process's
-    /// working directory.
+    /// session's directory. Hooks of both formats run there and are told it (payload `cwd`,
+    /// `CLAUDE_PROJECT_DIR`); a relative script path still names the file from the
+    /// process's directory, where consent resolved and pinned it, and runs by its absolute
+    /// path. `None`: the process's working directory.
     pub work_dir: Option<std::path::PathBuf>,
 }
 

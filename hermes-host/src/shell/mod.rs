@@ -479,10 +479,20 @@ impl ShellHook {
         policy: Policy,
         position: usize,
     ) -> ShellHook {
-        let script = script::resolved_path(&spec.command);
-        let persistent = spec
-            .persistent
-            .then(|| persistent::Persistent::with_instances(spec.instances));
+        // Absolute from where consent resolved it: the hook may run in the agent's
+        // directory, and must run the file that was pinned.
+        let script =
+            script::resolved_path(&spec.command).map(|p| std::path::absolute(&p).unwrap_or(p));
+        let persistent = spec.persistent.then(|| {
+            let pool = persistent::Persistent::with_instances(spec.instances);
+            match (&spec.work_dir, spawn::argv(&spec.command)) {
+                (Some(dir), Ok(argv)) => pool.in_dir(
+                    pinned_argv(&spec.command, argv, script.as_deref()),
+                    dir.clone(),
+                ),
+                _ => pool,
+            }
+        });
         let client = spec.http.as_ref().map(|_| http::Client::new());
         ShellHook {
             spec,
@@ -551,7 +561,8 @@ impl ExternalHook for ShellHook {
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {
-            let (_run, mut evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
+            let (_run, mut evaluation) =
+                run_claude(spec, &kwargs, self.client.as_ref(), self.script.as_deref());
             note_run_control(&kwargs, &mut evaluation);
             if spec.event == "on_session_start" {
                 if let Some(Decision::Context(text)) = evaluation.decision.take() {
@@ -566,12 +577,25 @@ impl ExternalHook for ShellHook {
                 evaluation.warnings,
             );
         }
-        let stdin = wire::serialize_payload(&spec.event, &kwargs);
+        let dir = agent_dir(spec);
+        let stdin = wire::serialize_payload_in(&spec.event, &kwargs, &dir);
         let timeout = Duration::from_secs(spec.timeout);
         let run = match (&self.persistent, &self.client, &spec.http) {
             (_, Some(client), Some(http)) => client.post(http, stdin.as_bytes(), timeout),
             (Some(p), _, _) => p.fire(&spec.command, &stdin, timeout),
-            _ => spawn::run(&spec.command, stdin.as_bytes(), timeout),
+            _ => match spawn::argv(&spec.command) {
+                Ok(argv) => spawn::run_argv_in(
+                    &pinned_argv(&spec.command, argv, self.script.as_deref()),
+                    stdin.as_bytes(),
+                    timeout,
+                    &[("CLAUDE_PROJECT_DIR", dir.as_str())],
+                    spec.work_dir.as_deref(),
+                ),
+                Err(error) => spawn::RunResult {
+                    error: Some(error),
+                    ..spawn::RunResult::default()
+                },
+            },
         };
         let evaluation = evaluate(spec, &run);
         let stderr = run.stderr.trim();
@@ -778,14 +802,26 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
 /// println!("exit={:?} decision={:?}", run.returncode, evaluation.decision);
 /// ```
 pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult, Evaluation) {
+    let script = script::resolved_path(&spec.command).map(|p| std::path::absolute(&p).unwrap_or(p));
     if spec.format == config::Format::Claude {
-        return run_claude(spec, kwargs, None);
+        return run_claude(spec, kwargs, None, script.as_deref());
     }
-    let stdin = wire::serialize_payload(&spec.event, kwargs);
+    let dir = agent_dir(spec);
+    let stdin = wire::serialize_payload_in(&spec.event, kwargs, &dir);
     let timeout = Duration::from_secs(spec.timeout);
-    let run = match &spec.http {
-        Some(http) => http::Client::new().post(http, stdin.as_bytes(), timeout),
-        None => spawn::run(&spec.command, stdin.as_bytes(), timeout),
+    let run = match (&spec.http, spawn::argv(&spec.command)) {
+        (Some(http), _) => http::Client::new().post(http, stdin.as_bytes(), timeout),
+        (None, Ok(argv)) => spawn::run_argv_in(
+            &pinned_argv(&spec.command, argv, script.as_deref()),
+            stdin.as_bytes(),
+            timeout,
+            &[("CLAUDE_PROJECT_DIR", dir.as_str())],
+            spec.work_dir.as_deref(),
+        ),
+        (None, Err(error)) => spawn::RunResult {
+            error: Some(error),
+            ..spawn::RunResult::default()
+        },
     };
     let evaluation = evaluate(spec, &run);
     (run, evaluation)
@@ -798,23 +834,24 @@ fn run_claude(
     spec: &ShellHookSpec,
     kwargs: &Map<String, Value>,
     client: Option<&http::Client>,
+    script: Option<&std::path::Path>,
 ) -> (RunResult, Evaluation) {
     let (cwd, stdin) = claude_input(spec, kwargs);
     let timeout = Duration::from_secs(spec.timeout);
     let run = match (&spec.http, client) {
         (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
         (Some(http), None) => http::Client::new().post(http, stdin.as_bytes(), timeout),
-        // Run from hermes's own directory even when the agent works elsewhere: consent
-        // pinned the script that relative paths name from here, and a hook started in the
-        // work directory could run another file of the same name.
+        // Runs in the agent's directory, as Claude Code runs hooks in the project, with
+        // the script consent pinned (a relative path names it from where hermes started).
         // Claude Code runs every command through a shell; one with pipes, `&&` or
         // variables needs it to mean what it says.
         (None, _) => match claude::argv(&spec.command) {
-            Ok(argv) => spawn::run_argv_with_env(
-                &argv,
+            Ok(argv) => spawn::run_argv_in(
+                &pinned_argv(&spec.command, argv, script),
                 stdin.as_bytes(),
                 timeout,
                 &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
+                spec.work_dir.as_deref(),
             ),
             // Reported as for any hook whose command cannot be split.
             Err(error) => spawn::RunResult {
@@ -851,15 +888,41 @@ fn run_claude(
     (run, evaluation)
 }
 
-/// What a `format: claude` hook is given: the project directory (its payload's `cwd` and
-/// `CLAUDE_PROJECT_DIR`) and Claude's payload for `kwargs`.
-fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, String) {
-    let cwd = match &spec.work_dir {
+/// The directory the agent works in, as hooks are told it: `--cwd`, else the process's.
+fn agent_dir(spec: &ShellHookSpec) -> String {
+    match &spec.work_dir {
         Some(dir) => dir.display().to_string(),
         None => std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+    }
+}
+
+/// `argv` with the command's script word made the absolute path consent pinned, so that a
+/// hook started in the agent's directory runs the approved file and not another of the same
+/// relative name. A shell's `-c` text is left as it is (its words are the shell's).
+fn pinned_argv(
+    command: &str,
+    mut argv: Vec<String>,
+    script: Option<&std::path::Path>,
+) -> Vec<String> {
+    let Some(script) = script else {
+        return argv;
     };
+    let word = script::script_path(command);
+    let relative = word.contains('/') && !word.starts_with('/') && !word.starts_with('~');
+    if relative {
+        for arg in argv.iter_mut().filter(|a| **a == word) {
+            *arg = script.display().to_string();
+        }
+    }
+    argv
+}
+
+/// What a `format: claude` hook is given: the project directory (its payload's `cwd` and
+/// `CLAUDE_PROJECT_DIR`) and Claude's payload for `kwargs`.
+fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, String) {
+    let cwd = agent_dir(spec);
     let transcript_path = kwargs
         .get("session_id")
         .and_then(Value::as_str)

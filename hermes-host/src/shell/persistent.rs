@@ -38,6 +38,16 @@ pub const MAX_INSTANCES: usize = 16;
 /// One persistent hook's processes (`instances:`, default 1) and their records.
 pub struct Persistent {
     slots: Vec<Mutex<State>>,
+    /// Where its processes start, with the argv and environment to use there (see
+    /// [`Persistent::in_dir`]).
+    launch: Option<Launch>,
+}
+
+/// How the processes of a hook whose agent works in another directory start.
+#[derive(Clone, Debug)]
+struct Launch {
+    argv: Vec<String>,
+    dir: std::path::PathBuf,
 }
 
 impl Default for Persistent {
@@ -123,7 +133,15 @@ impl Persistent {
             slots: (0..n.clamp(1, MAX_INSTANCES))
                 .map(|_| Mutex::new(State::default()))
                 .collect(),
+            launch: None,
         }
+    }
+
+    /// Starts the processes in `dir` as `argv` (the command's words with its script made
+    /// absolute), with `CLAUDE_PROJECT_DIR=dir`: the agent's working directory.
+    pub fn in_dir(mut self, argv: Vec<String>, dir: std::path::PathBuf) -> Persistent {
+        self.launch = Some(Launch { argv, dir });
+        self
     }
 
     /// Fires once on a free process of the pool (waiting for one when all are busy):
@@ -159,7 +177,7 @@ impl Persistent {
             if !state.crashes.may_start(Instant::now()) {
                 return failed("it exited and is restarting (backoff)".into());
             }
-            match start(command) {
+            match start(command, self.launch.as_ref()) {
                 Ok(running) => state.running = Some(running),
                 Err(e) => return failed(e),
             }
@@ -267,9 +285,19 @@ fn with_firing_id(payload: &str, id: u64) -> String {
 }
 
 /// Starts the command with its stdout read line by line and its stderr logged.
-fn start(command: &str) -> Result<Running, String> {
-    let argv = spawn::argv(command)?;
-    let mut cmd = Command::new(&argv[0]);
+fn start(command: &str, launch: Option<&Launch>) -> Result<Running, String> {
+    let argv = match launch {
+        Some(launch) => launch.argv.clone(),
+        None => spawn::argv(command)?,
+    };
+    let Some(program) = argv.first() else {
+        return Err("empty command".into());
+    };
+    let mut cmd = Command::new(program);
+    if let Some(launch) = launch {
+        cmd.current_dir(&launch.dir)
+            .env("CLAUDE_PROJECT_DIR", &launch.dir);
+    }
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

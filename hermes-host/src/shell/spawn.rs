@@ -283,6 +283,25 @@ pub fn run_argv_with_env(
     timeout: Duration,
     env: &[(&str, &str)],
 ) -> RunResult {
+    run_argv_in(argv, stdin, timeout, env, None)
+}
+
+/// [`run_argv_with_env`] in the directory `dir` (`None`: the process's own): the agent's
+/// working directory (`--cwd`), where a hook's formatter or git check must act.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let argv = ["/bin/pwd".to_string()];
+/// let r = hermes_host::shell::spawn::run_argv_in(&argv, b"", Duration::from_secs(5), &[], Some(std::path::Path::new("/tmp")));
+/// assert_eq!(r.stdout, "/tmp\n");
+/// ```
+pub fn run_argv_in(
+    argv: &[String],
+    stdin: &[u8],
+    timeout: Duration,
+    env: &[(&str, &str)],
+    dir: Option<&std::path::Path>,
+) -> RunResult {
     let started = Instant::now();
     if argv.is_empty() {
         return RunResult::failed("empty command".into(), started);
@@ -290,6 +309,9 @@ pub fn run_argv_with_env(
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.envs(env.iter().copied());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
     let how = Run::new()
         .input(stdin)
         .capture(OUTPUT_CAP)

@@ -131,7 +131,18 @@ pub fn serialize_payload(event: &str, kwargs: &Map<String, Value>) -> String {
     let cwd = std::env::current_dir()
         .map(|d| d.to_string_lossy().into_owned())
         .unwrap_or_default();
-    dumps(&payload(event, kwargs, &cwd), JsonStyle::default())
+    serialize_payload_in(event, kwargs, &cwd)
+}
+
+/// [`serialize_payload`] with `cwd` given: the agent's working directory.
+///
+/// ```
+/// let kwargs = serde_json::json!({"session_id": "s"});
+/// let text = hermes_host::shell::wire::serialize_payload_in("on_session_start", kwargs.as_object().unwrap(), "/srv/proj");
+/// assert!(text.contains(r#""cwd": "/srv/proj""#));
+/// ```
+pub fn serialize_payload_in(event: &str, kwargs: &Map<String, Value>, cwd: &str) -> String {
+    dumps(&payload(event, kwargs, cwd), JsonStyle::default())
 }
 
 /// Python truthiness of a JSON value.

@@ -56,18 +56,20 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             for_tool,
             payload_file,
             json,
+            cwd,
         } => test(
             settings,
             &event,
             for_tool.as_deref(),
             payload_file.as_deref(),
             json,
+            cwd.as_deref(),
         ),
         HooksCommand::Revoke { command, json, cwd } => {
             revoke(settings, &command, json, cwd.as_deref())
         }
         HooksCommand::Schema { event, answer } => schema(&event, answer),
-        HooksCommand::Doctor { json } => doctor(settings, json),
+        HooksCommand::Doctor { json, cwd } => doctor(settings, json, cwd.as_deref()),
         HooksCommand::Allow {
             command,
             event,
@@ -79,9 +81,10 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             payload,
             payload_file,
             json,
+            cwd,
         } => {
             let text = payload_text(payload, payload_file)?;
-            fire(settings, &event, &text, json)
+            fire(settings, &event, &text, json, cwd.as_deref())
         }
     }
 }
@@ -101,14 +104,19 @@ fn specs(
     settings: &Settings,
     work_dir: Option<&std::path::Path>,
 ) -> (Vec<ShellHookSpec>, Vec<String>) {
-    let mut parsed = config::parse(&load_config(settings).hooks);
+    let parsed = config::parse(&load_config(settings).hooks);
+    (with_work_dir(parsed.specs, work_dir), parsed.warnings)
+}
+
+/// `specs` for an agent working in `work_dir` (`None`: here).
+fn with_work_dir(mut specs: Vec<ShellHookSpec>, work_dir: Option<&Path>) -> Vec<ShellHookSpec> {
     if let Some(dir) = work_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        for spec in &mut parsed.specs {
+        for spec in &mut specs {
             spec.set_work_dir(Some(dir.clone()));
         }
     }
-    (parsed.specs, parsed.warnings)
+    specs
 }
 
 fn print_json(value: &Value) -> anyhow::Result<ExitStatus> {
@@ -399,6 +407,7 @@ fn test(
     for_tool: Option<&str>,
     payload_file: Option<&Path>,
     as_json: bool,
+    work_dir: Option<&Path>,
 ) -> anyhow::Result<ExitStatus> {
     let fail = |error: String| -> anyhow::Result<ExitStatus> {
         if as_json {
@@ -457,8 +466,7 @@ fn test(
     }
     let config = load_config(settings);
     let policy = Policy::from_config(&config);
-    let specs: Vec<ShellHookSpec> = config::parse(&config.hooks)
-        .specs
+    let specs: Vec<ShellHookSpec> = with_work_dir(config::parse(&config.hooks).specs, work_dir)
         .into_iter()
         .filter(|s| s.event == event)
         .filter(|s| for_tool.is_none_or(|tool| !s.is_tool_event() || s.matches_tool(Some(tool))))
@@ -616,7 +624,11 @@ fn revoke(
     Ok(ExitStatus::Success)
 }
 
-fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
+fn doctor(
+    settings: &Settings,
+    as_json: bool,
+    work_dir: Option<&Path>,
+) -> anyhow::Result<ExitStatus> {
     let (config, unreadable) = settings.home.load_config();
     // A config.yaml that cannot be read is the first problem, not "no hooks": its hooks
     // are off until it is fixed.
@@ -635,6 +647,7 @@ fn doctor(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         specs,
         mut warnings,
     } = config::parse(&config.hooks);
+    let specs = with_work_dir(specs, work_dir);
     // Every misspelt or mistyped key is a problem: a guard with `fail_close:` fails open.
     warnings.extend(config.unknown_keys().iter().cloned());
     if specs.is_empty() {
@@ -973,6 +986,7 @@ fn fire(
     event: &str,
     payload_text: &str,
     as_json: bool,
+    work_dir: Option<&Path>,
 ) -> anyhow::Result<ExitStatus> {
     let payload: Value = serde_json::from_str(payload_text)
         .context("the payload is not valid JSON; give a JSON object")?;
@@ -984,7 +998,7 @@ fn fire(
         return Ok(ExitStatus::Failure);
     }
     let sink = Arc::new(Mutex::new(Vec::<FiringRecord>::new()));
-    let hooks = load_hooks(settings, Some(sink.clone()), None, None)?;
+    let hooks = load_hooks(settings, Some(sink.clone()), None, work_dir)?;
     let (registry, _, _, report) = hooks.into_parts();
     let report = report.shell;
     let owned = OwnedPayload::from_json(event, &payload);
