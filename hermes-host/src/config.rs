@@ -205,6 +205,9 @@ impl PluginsSection {
 /// The key of `hooks:` that is not an event: the permission policy of every loader.
 pub const STRICT_PERMISSIONS_KEY: &str = "strict_permissions";
 
+/// The key of `hooks:` that caps how many times in a row Stop hooks keep the agent working.
+pub const MAX_STOP_CONTINUATIONS_KEY: &str = "max_stop_continuations";
+
 /// `hooks:`: shell hooks by event, and the permission policy.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HooksSection {
@@ -214,6 +217,9 @@ pub struct HooksSection {
     pub events: Mapping,
     /// `hooks.strict_permissions`: `false` loads files others can write with a warning.
     pub strict_permissions: Setting<bool>,
+    /// `hooks.max_stop_continuations`: how many times in a row `format: claude` Stop hooks
+    /// may keep the agent working after its final answer (the agent's default when unset).
+    pub max_stop_continuations: Setting<u64>,
     /// `hooks_auto_accept` (at the top level, as in the reference): approve (and record)
     /// shell hooks not yet allowlisted. `true`, or a string the reference reads as true
     /// (`yes`, `on`, `1`).
@@ -419,6 +425,19 @@ impl Config {
                     Some(Value::Bool(b)) => Setting::Set(*b),
                     Some(other) => Setting::Invalid(yaml_type_name(other)),
                 },
+                max_stop_continuations: match map.get(MAX_STOP_CONTINUATIONS_KEY) {
+                    None | Some(Value::Null) => Setting::Absent,
+                    Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= 1000) => {
+                        Setting::Set(n.as_u64().unwrap_or_default())
+                    }
+                    Some(other) => {
+                        report.push(format!(
+                            "config.yaml: hooks.{MAX_STOP_CONTINUATIONS_KEY} must be a whole number from 0 to 1000, not {}; using the default",
+                            repr_value(other)
+                        ));
+                        Setting::Invalid(yaml_type_name(other))
+                    }
+                },
                 auto_accept: false,
             },
             Some(other) => {
@@ -586,6 +605,16 @@ fn string_keys(map: &Mapping) -> Mapping {
         .filter(|(k, _)| k.is_string())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// A short text of a value for a warning: the scalar itself, else its type.
+fn repr_value(value: &Value) -> String {
+    match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Bool(b) => b.to_string(),
+        other => yaml_type_name(other).to_string(),
+    }
 }
 
 fn add_name(list: &mut Vec<Value>, name: &str) -> bool {

@@ -1,5 +1,6 @@
-//! What hooks ask of the agent run beyond their answer: approval of one tool call, and the
-//! end of the run.
+//! What hooks ask of the agent run beyond their answer: approval of one tool call, the end
+//! of the turn or run, another turn after the agent would stop, and feedback on a tool call
+//! for the model.
 //!
 //! The ABI's answers (block, modify, context, replace) say what happens to one firing.
 //! Claude Code's hook format can say more that only the host running the agent can act on:
@@ -7,7 +8,9 @@
 //! step, or skip that step for it), `continue: false` (end the run) and a blocked prompt
 //! (end this turn before the model sees it). A hook records those here, keyed by the
 //! session and the tool call it fired for, and the host takes them right after firing:
-//! [`take_permission`] after `pre_tool_call`, [`take_stop`] after any firing.
+//! [`take_permission`] after `pre_tool_call`, [`take_stop`] after any firing,
+//! [`take_feedback`] after `post_tool_call`, [`take_continue`] after `post_llm_call` and
+//! `subagent_stop`.
 //!
 //! Keys rather than a thread-local, so an answer cannot be lost or applied to another call
 //! whatever thread a hook runs on. A host that never takes (for example `hermes hooks fire`)
@@ -210,6 +213,130 @@ pub fn take_stop(session_id: &str) -> Option<Stop> {
         return None;
     }
     map.take(&session_id.to_string())
+}
+
+/// Texts kept in the order of the hooks that gave them (their place in the registry), as
+/// hooks of one priority may finish in any order.
+type Ordered = Vec<(usize, String)>;
+
+fn in_order(mut texts: Ordered) -> Vec<String> {
+    texts.sort_by_key(|(position, _)| *position);
+    texts.into_iter().map(|(_, text)| text).collect()
+}
+
+fn feedback() -> &'static Mutex<Bounded<CallKey, Ordered>> {
+    static MAP: std::sync::OnceLock<Mutex<Bounded<CallKey, Ordered>>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| Mutex::new(Bounded::new()))
+}
+
+fn continuations() -> &'static Mutex<Bounded<String, Ordered>> {
+    static MAP: std::sync::OnceLock<Mutex<Bounded<String, Ordered>>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| Mutex::new(Bounded::new()))
+}
+
+/// Records what a hook at `position` of the registry has to tell the model about tool call
+/// `tool_call_id` after it ran: Claude Code's PostToolUse `additionalContext`, or the
+/// reason of `decision: "block"` or of exit 2. The host adds it to the tool result.
+pub fn note_feedback(session_id: &str, tool_call_id: &str, position: usize, text: String) {
+    feedback().lock().unwrap_or_else(|e| e.into_inner()).upsert(
+        (session_id.to_string(), tool_call_id.to_string()),
+        vec![(position, text)],
+        |mut a, b| {
+            a.extend(b);
+            a
+        },
+    );
+}
+
+/// What hooks had to tell the model about this tool call, in registry order, once.
+///
+/// ```
+/// use hermes_host::run_control::{note_feedback, take_feedback};
+/// note_feedback("s-2", "c-1", 3, "lint: 2 warnings".into());
+/// note_feedback("s-2", "c-1", 1, "formatted".into());
+/// assert_eq!(take_feedback("s-2", "c-1"), ["formatted", "lint: 2 warnings"]);
+/// assert!(take_feedback("s-2", "c-1").is_empty());
+/// ```
+pub fn take_feedback(session_id: &str, tool_call_id: &str) -> Vec<String> {
+    let mut map = feedback().lock().unwrap_or_else(|e| e.into_inner());
+    if map.is_empty() {
+        return Vec::new();
+    }
+    map.take(&(session_id.to_string(), tool_call_id.to_string()))
+        .map(in_order)
+        .unwrap_or_default()
+}
+
+/// Records that a Stop (or SubagentStop) hook at `position` of the registry asked the
+/// agent of `session_id` to keep working, with `reason` as its next instruction (Claude
+/// Code's `decision: "block"` or exit 2 on Stop).
+pub fn note_continue(session_id: &str, position: usize, reason: String) {
+    continuations()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .upsert(
+            session_id.to_string(),
+            vec![(position, reason)],
+            |mut a, b| {
+                a.extend(b);
+                a
+            },
+        );
+}
+
+/// The reasons hooks gave to keep `session_id` working, in registry order, once (empty:
+/// the agent may stop).
+///
+/// ```
+/// use hermes_host::run_control::{note_continue, take_continue};
+/// note_continue("s-3", 0, "run the tests before you stop".into());
+/// assert_eq!(take_continue("s-3"), ["run the tests before you stop"]);
+/// assert!(take_continue("s-3").is_empty());
+/// ```
+pub fn take_continue(session_id: &str) -> Vec<String> {
+    let mut map = continuations().lock().unwrap_or_else(|e| e.into_inner());
+    if map.is_empty() {
+        return Vec::new();
+    }
+    map.take(&session_id.to_string())
+        .map(in_order)
+        .unwrap_or_default()
+}
+
+fn stop_hooks_active() -> &'static Mutex<std::collections::HashSet<String>> {
+    static SET: std::sync::OnceLock<Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
+}
+
+/// Marks `session_id` as continuing because a Stop hook asked it to (`true`), or not. The
+/// next Stop payload carries it as `stop_hook_active`, as in Claude Code, so a script can
+/// let the agent stop instead of looping. The host clears it when the agent stops.
+pub fn set_stop_hook_active(session_id: &str, active: bool) {
+    let mut set = stop_hooks_active()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if active {
+        set.insert(session_id.to_string());
+    } else {
+        set.remove(session_id);
+    }
+}
+
+/// Whether `session_id` is continuing at a Stop hook's request.
+///
+/// ```
+/// use hermes_host::run_control::{set_stop_hook_active, stop_hook_active};
+/// set_stop_hook_active("s-4", true);
+/// assert!(stop_hook_active("s-4"));
+/// set_stop_hook_active("s-4", false);
+/// assert!(!stop_hook_active("s-4"));
+/// ```
+pub fn stop_hook_active(session_id: &str) -> bool {
+    stop_hooks_active()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(session_id)
 }
 
 #[cfg(test)]

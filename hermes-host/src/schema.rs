@@ -481,6 +481,7 @@ pub fn config_schema() -> Value {
             "persistent": {"type": "boolean", "description": "Keep the command running and send it one payload per line."},
             "instances": {"type": "integer", "description": "Persistent hooks: how many copies run (1 to 16)."},
             "format": {"enum": ["hermes", "claude"], "description": "The payload and answer shape: Hermes's (default) or Claude Code's."},
+            "claude_event": {"enum": ["PostToolUse", "PostToolUseFailure"], "description": "format: claude on post_tool_call: run after calls that succeeded (PostToolUse, default) or failed (PostToolUseFailure); neither runs after a blocked call."},
             "headers": {"type": "object", "description": "url hooks: HTTP headers ($VAR expanded from allowed_env_vars)."},
             "allowed_env_vars": {"type": "array", "items": {"type": "string"}, "description": "url hooks: the variables headers may expand."},
         },
@@ -496,6 +497,10 @@ pub fn config_schema() -> Value {
     events.insert(
         crate::trust::STRICT_PERMISSIONS_KEY.to_string(),
         json!({"type": "boolean", "description": "false: files others can write are loaded with a warning instead of refused."}),
+    );
+    events.insert(
+        crate::config::MAX_STOP_CONTINUATIONS_KEY.to_string(),
+        json!({"type": "integer", "minimum": 0, "maximum": 1000, "description": "How many times in a row format: claude Stop hooks may keep the agent working after its final answer (8)."}),
     );
     let mut gateway = Map::new();
     for (key, kind, doc) in crate::config::GATEWAY_KEYS {

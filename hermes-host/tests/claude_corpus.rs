@@ -519,10 +519,13 @@ fn jsonl_logger_reads_transcript_path_and_tool_use_id() {
     }
 
     std::fs::remove_file(c.file("tool-log.jsonl")).unwrap();
+    // Both calls succeed: PostToolUse does not fire after a failed one (that is
+    // PostToolUseFailure's).
+    c.write("present.txt", "here");
     let (ran, trace) = c.run(
         &one_turn(
             "look",
-            "      - tools:\n          - {tool: terminal, args: {command: ls}}\n          - {tool: read_file, args: {path: missing.txt}}\n      - final: looked\n",
+            "      - tools:\n          - {tool: terminal, args: {command: ls}}\n          - {tool: read_file, args: {path: present.txt}}\n      - final: looked\n",
         ),
         "deny",
     );
@@ -890,4 +893,235 @@ fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_i
     c.one_tool_call_from(started_in.path())
         .says(&["assistant: listed"]);
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "approved\n");
+}
+
+/// `config.yaml` of the corpus home: `body` under `hooks:`.
+fn hooks_config(c: &Corpus, body: &str) {
+    std::fs::write(c.home().join("config.yaml"), format!("hooks:\n{body}")).unwrap();
+}
+
+/// An executable bash script at `path` with `body`.
+fn bash_script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/usr/bin/env bash\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_stop_hook_keeps_the_agent_working_twice_then_lets_it_stop() {
+    // A loop driver as published: it counts its runs in the project and lets the agent
+    // stop on the third, or at once when it is already continuing past its budget.
+    let c = Corpus::new("post_llm_call", None, "validate_bash.py");
+    let hook = c.home().join("keep_going.py");
+    Corpus::python_script(
+        &hook,
+        "import json, os, sys\nd = json.load(sys.stdin)\nstate = os.path.join(d['cwd'], 'stops.txt')\nseen = open(state).read().splitlines() if os.path.exists(state) else []\nopen(state, 'a').write(f\"{d['hook_event_name']} {d['stop_hook_active']}\\n\")\nif len(seen) < 2:\n    print(json.dumps({'decision': 'block', 'reason': f'not done yet ({len(seen) + 1})'}))\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  post_llm_call:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    let session = "session_id: stop-1\nturns:\n  - user: build it\n    steps:\n      - final: first try\n    continuations:\n      - steps:\n          - tool: write_file\n            args: {path: built.txt, content: yes}\n          - final: second try\n            echo: true\n      - steps:\n          - final: third try\n      - steps:\n          - final: never\n";
+    let (ran, trace) = c.run(session, "deny");
+    ran.says(&[
+        "assistant: first try",
+        "[a Stop hook keeps the agent working: not done yet (1)]",
+        "assistant: second try\n\n[the model received: not done yet (1)]",
+        "[a Stop hook keeps the agent working: not done yet (2)]",
+        "assistant: third try",
+    ])
+    .never_says(&["never"]);
+    assert_eq!(
+        std::fs::read_to_string(c.file("stops.txt")).unwrap(),
+        "Stop False\nStop True\nStop True\n"
+    );
+    assert!(c.file("built.txt").exists());
+    assert_eq!(
+        fired(&trace)
+            .iter()
+            .filter(|h| **h == "post_llm_call")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn continuations_are_capped_with_a_log_line_and_exit_2_is_a_block_too() {
+    let c = Corpus::new("post_llm_call", None, "validate_bash.py");
+    let hook = c.home().join("never_done.sh");
+    bash_script(
+        &hook,
+        "cat >/dev/null\necho 'there are TODOs left' >&2\nexit 2\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  max_stop_continuations: 1\n  post_llm_call:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    let session = one_turn(
+        "finish",
+        "      - final: done\n    continuations:\n      - steps:\n          - final: really done\n      - steps:\n          - final: past the cap\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    ran.says(&[
+        "assistant: done",
+        "[a Stop hook keeps the agent working: there are TODOs left]",
+        "assistant: really done",
+    ])
+    .never_says(&["past the cap"])
+    .logs("hooks.max_stop_continuations is 1");
+}
+
+#[test]
+fn a_hermes_format_stop_hook_stays_an_observer() {
+    let c = Corpus::new("post_llm_call", None, "validate_bash.py");
+    let hook = c.home().join("block.sh");
+    bash_script(
+        &hook,
+        "cat >/dev/null\necho '{\"decision\": \"block\", \"reason\": \"again\"}'\n",
+    );
+    hooks_config(
+        &c,
+        &format!("  post_llm_call:\n    - command: {}\n", hook.display()),
+    );
+    let session = one_turn(
+        "hi",
+        "      - final: hello\n    continuations:\n      - steps:\n          - final: once more\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    ran.says(&["assistant: hello"])
+        .never_says(&["once more", "keeps the agent working"]);
+}
+
+#[test]
+fn a_subagent_stop_hook_keeps_a_delegated_child_working() {
+    let c = Corpus::new("subagent_stop", None, "validate_bash.py");
+    let hook = c.home().join("child_check.py");
+    Corpus::python_script(
+        &hook,
+        "import json, sys\nd = json.load(sys.stdin)\nassert d['hook_event_name'] == 'SubagentStop'\nif not d['stop_hook_active']:\n    print(json.dumps({'decision': 'block', 'reason': 'write the report first'}))\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  subagent_stop:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    std::fs::write(
+        c.home().join("child.yaml"),
+        "turns:\n  - user: research\n    steps:\n      - final: found it\n    continuations:\n      - steps:\n          - tool: write_file\n            args: {path: report.md, content: findings}\n          - final: report written\n",
+    )
+    .unwrap();
+    let session = one_turn(
+        "delegate",
+        "      - tool: delegate_task\n        args: {tasks: [{script: child.yaml, role: researcher}]}\n      - final: delegated\n        echo: true\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    ran.says(&[r#""summary":"report written""#, "assistant: delegated"]);
+    assert_eq!(
+        std::fs::read_to_string(c.file("report.md")).unwrap(),
+        "findings"
+    );
+}
+
+#[test]
+fn post_tool_use_feedback_reaches_the_model_after_the_tools_output() {
+    // additionalContext (Python), a block's reason (bash + jq) and exit 2's stderr, in
+    // registry order after the tool's own output.
+    let c = Corpus::new("post_tool_call", None, "validate_bash.py");
+    let context = c.home().join("lint_context.py");
+    Corpus::python_script(
+        &context,
+        "import json, sys\nd = json.load(sys.stdin)\nprint(json.dumps({'hookSpecificOutput': {'hookEventName': 'PostToolUse', 'additionalContext': 'lint: ' + d['tool_input']['file_path'] + ' has 2 warnings'}}))\n",
+    );
+    let block = c.home().join("review.sh");
+    bash_script(
+        &block,
+        "f=$(jq -r '.tool_input.file_path')\njq -n --arg f \"$f\" '{decision: \"block\", reason: (\"review \" + $f + \" before going on\")}'\n",
+    );
+    let exit2 = c.home().join("exit2.sh");
+    bash_script(
+        &exit2,
+        "cat >/dev/null\necho 'tests failed: 1' >&2\nexit 2\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  post_tool_call:\n    - command: {}\n      format: claude\n      matcher: Write\n    - command: {}\n      format: claude\n      matcher: Write\n    - command: {}\n      format: claude\n      matcher: Write\n",
+            context.display(),
+            block.display(),
+            exit2.display()
+        ),
+    );
+    let session = one_turn(
+        "write",
+        "      - tool: write_file\n        args: {path: a.py, content: x}\n      - final: written\n        echo: true\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    let work = c.work().display().to_string();
+    ran.says(&[&format!(
+        "[a tool result the model received: {{\"written\":\"a.py\",\"bytes\":1}}\n\nlint: {work}/a.py has 2 warnings\n\nreview {work}/a.py before going on\n\ntests failed: 1]"
+    )]);
+}
+
+#[test]
+fn post_tool_use_fires_as_in_claude_code_and_failure_hooks_apart() {
+    // A blocked call fires nothing; a failed one fires only PostToolUseFailure hooks; a
+    // successful one only PostToolUse hooks. A Hermes-format hook sees all three.
+    let c = Corpus::new("post_tool_call", None, "validate_bash.py");
+    let log = c.home().join("log.txt");
+    let record = |name: &str| {
+        let path = c.home().join(format!("{name}.py"));
+        Corpus::python_script(
+            &path,
+            &format!(
+                "import json, sys\nd = json.load(sys.stdin)\nname = d.get('hook_event_name')\nstatus = (d.get('extra') or {{}}).get('status', '')\nopen({:?}, 'a').write(f'{name} {{name}} {{status}}\\n')\n",
+                log.display().to_string()
+            ),
+        );
+        path
+    };
+    let (ok, failed, plain) = (record("ok"), record("failed"), record("hermes"));
+    let guard = c.home().join("guard.sh");
+    bash_script(&guard, "cat >/dev/null\necho 'no rm' >&2\nexit 2\n");
+    hooks_config(
+        &c,
+        &format!(
+            "  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Bash\n  post_tool_call:\n    - command: {}\n      format: claude\n    - command: {}\n      format: claude\n      claude_event: PostToolUseFailure\n    - command: {}\n",
+            guard.display(),
+            ok.display(),
+            failed.display(),
+            plain.display()
+        ),
+    );
+    let session = one_turn(
+        "go",
+        "      - tool: terminal\n        args: {command: rm -rf x}\n      - tool: read_file\n        args: {path: missing.txt}\n      - tool: write_file\n        args: {path: fine.txt, content: ok}\n      - final: went\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    ran.says(&["assistant: went"]);
+    // Hooks of one priority run together, so the lines of one call come in any order.
+    let mut lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "failed PostToolUseFailure ",
+            "hermes post_tool_call blocked",
+            "hermes post_tool_call error",
+            "hermes post_tool_call ok",
+            "ok PostToolUse ",
+        ],
+        "{}",
+        ran.describe()
+    );
 }

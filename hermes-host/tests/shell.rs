@@ -1501,7 +1501,9 @@ fn hooks_import_claude_adds_entries_keeps_the_rest_and_approves_nothing() {
     home.expect_code(&out, 1);
     let text = stdout(&out);
     assert!(
-        text.contains("not imported: Notification: Hermes has no such event"),
+        text.contains(
+            "not imported: Notification (1 hook(s)): Hermes has no event for Claude's notifications"
+        ),
         "{text}"
     );
     assert!(
@@ -1543,6 +1545,60 @@ fn hooks_import_claude_adds_entries_keeps_the_rest_and_approves_nothing() {
     assert!(again.contains("Nothing to add"), "{again}");
     // Once approved, the imported hook runs unchanged.
     assert!(outcome(&fire(&home, "pre_tool_call", RM)).ends_with(": no rm -rf"));
+}
+
+#[test]
+fn hooks_import_keeps_post_tool_use_failure_apart_and_says_everything_it_does_not_do_as_claude() {
+    let home = TestHome::new();
+    let settings = home.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        serde_json::json!({"hooks": {
+            "PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "/opt/fmt.sh", "async": true}]}],
+            "PostToolUseFailure": [{"hooks": [{"type": "command", "command": "/opt/fmt.sh"}]}],
+            "PreCompact": [{"hooks": [{"type": "command", "command": "/opt/a.sh"}, {"type": "command", "command": "/opt/b.sh"}]}],
+            "SubagentStart": [{"hooks": [{"type": "command", "command": "/opt/c.sh"}]}],
+            "Whatever": [{"hooks": [{"type": "command", "command": "/opt/d.sh"}]}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let out = home.hermes(&[
+        "hooks",
+        "import",
+        "claude",
+        settings.to_str().unwrap(),
+        "--yes",
+    ]);
+    home.expect_code(&out, 0);
+    let text = stdout(&out);
+    for needle in [
+        "not imported: PreCompact (2 hook(s)): Hermes does not compact the conversation",
+        "not imported: SubagentStart (1 hook(s)): Hermes fires subagent_stop",
+        "not imported: Whatever (1 hook(s)): not an event Hermes maps",
+        "note: PostToolUse \"/opt/fmt.sh\" has async: true; hermes runs it synchronously",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+    assert!(!text.contains("not imported: PostToolUseFailure"), "{text}");
+    // The same command twice, apart: one for successes, one for failures.
+    let written = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    let (config, _) = Home::at(home.path()).load_config();
+    let specs = shell::config::parse(&config.hooks).specs;
+    assert_eq!(specs.len(), 2, "{written}");
+    assert!(
+        written.contains("claude_event: PostToolUseFailure"),
+        "{written}"
+    );
+    assert_eq!(
+        specs.iter().filter(|s| s.failure_only).count(),
+        1,
+        "{written}"
+    );
+    assert!(
+        specs.iter().all(|s| s.command == "/opt/fmt.sh"),
+        "{written}"
+    );
 }
 
 #[test]

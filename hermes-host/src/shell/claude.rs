@@ -341,7 +341,7 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
         (None, false) => event,
     };
     let mut out = Map::new();
-    out.insert("session_id".into(), json!(text("session_id")));
+    out.insert("session_id".into(), json!(session_of(kwargs)));
     out.insert(
         "transcript_path".into(),
         context
@@ -387,7 +387,8 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
             out.insert("reason".into(), json!("other"));
         }
         "post_llm_call" | "subagent_stop" => {
-            out.insert("stop_hook_active".into(), json!(false));
+            let active = crate::run_control::stop_hook_active(session_of(kwargs));
+            out.insert("stop_hook_active".into(), json!(active));
         }
         _ => {}
     }
@@ -434,6 +435,16 @@ pub fn absolute_paths(input: &mut Map<String, Value>, cwd: &str) {
     }
 }
 
+/// The session a firing belongs to: `session_id`, else `parent_session_id` (SubagentStop
+/// fires on the parent, whose session a continuation keeps working).
+pub fn session_of(kwargs: &Map<String, Value>) -> &str {
+    ["session_id", "parent_session_id"]
+        .iter()
+        .filter_map(|k| kwargs.get(*k).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
+        .unwrap_or_default()
+}
+
 /// What a Claude-format hook's run means.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Answer {
@@ -449,6 +460,12 @@ pub struct Answer {
     pub permission: Option<Permission>,
     /// What the run deserves to have logged.
     pub warnings: Vec<String>,
+    /// PostToolUse: what the model is told after the tool's output (`additionalContext`,
+    /// the reason of `decision: "block"` or of exit 2).
+    pub feedback: Vec<String>,
+    /// Stop and SubagentStop: the agent keeps working, with this as its next instruction
+    /// (`decision: "block"` with `reason`, or exit 2 with stderr).
+    pub continue_with: Option<String>,
 }
 
 /// Whether `event` reads plain stdout as context (Claude: UserPromptSubmit and
@@ -470,6 +487,9 @@ fn plain_stdout_is_context(event: &str) -> bool {
 /// - `continue: false` with `stopReason`: [`Answer::stop`] ending the run (and a block on
 ///   tool events, so the call does not run); exit 2 or `decision: "block"` on a prompt
 ///   event: [`Answer::stop`] ending the turn, so the model never sees the prompt;
+/// - on PostToolUse, `additionalContext` and the reason of a block or of exit 2:
+///   [`Answer::feedback`] for the model;
+/// - on Stop and SubagentStop, a block or exit 2: [`Answer::continue_with`];
 /// - `systemMessage`: [`Answer::system_message`]. `suppressOutput` changes nothing here:
 ///   stdout is never shown.
 ///
@@ -493,6 +513,10 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
             answer.decision = Some(Decision::Block(reason.to_string()));
         } else if event == "pre_llm_call" {
             answer.stop = Some(Stop::turn(reason));
+        } else if event == "post_tool_call" {
+            answer.feedback.push(reason.to_string());
+        } else if event == "post_llm_call" || event == "subagent_stop" {
+            answer.continue_with = Some(reason.to_string());
         } else {
             answer
                 .warnings
@@ -557,6 +581,11 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
                 answer.stop = Some(Stop::turn(reason));
                 return answer;
             }
+            "post_tool_call" => answer.feedback.push(reason),
+            "post_llm_call" | "subagent_stop" => {
+                answer.continue_with = Some(reason);
+                return answer;
+            }
             _ => {}
         }
     }
@@ -569,6 +598,8 @@ pub fn decide(event: &str, hermes_tool: &str, run: &RunResult) -> Answer {
     if let Some(context) = text(&specific, "additionalContext") {
         if event == "pre_llm_call" || event == "on_session_start" {
             answer.decision = Some(Decision::Context(context));
+        } else if event == "post_tool_call" {
+            answer.feedback.push(context);
         }
     }
     answer

@@ -41,6 +41,12 @@ pub struct Entry {
     pub matcher: Option<String>,
     /// The timeout in seconds, when the settings give one.
     pub timeout: Option<u64>,
+    /// Imported from `PostToolUseFailure`: written with `claude_event: PostToolUseFailure`,
+    /// so it runs after failed calls only, as in Claude Code.
+    pub failure_only: bool,
+    /// What the import tells the user about this hook (an `async: true` that runs
+    /// synchronously here).
+    pub note: Option<String>,
 }
 
 impl Entry {
@@ -48,6 +54,9 @@ impl Entry {
     pub fn yaml(&self) -> String {
         let mut text = format!("    - {}: {}\n", self.target.0, quote(&self.target.1));
         text.push_str("      format: claude\n");
+        if self.failure_only {
+            text.push_str("      claude_event: PostToolUseFailure\n");
+        }
         if let Some(m) = &self.matcher {
             text.push_str(&format!("      matcher: {}\n", quote(m)));
         }
@@ -97,23 +106,20 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
     };
     for (claude_event, groups) in hooks {
         let Some(event) = claude::hermes_event(claude_event) else {
+            let count = groups
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.get("hooks").and_then(Value::as_array))
+                .map(Vec::len)
+                .sum::<usize>();
             skipped.push(format!(
-                "{claude_event}: Hermes has no such event (it maps {})",
-                claude::EVENTS
-                    .iter()
-                    .map(|(_, c)| *c)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "{claude_event} ({count} hook(s)): {}",
+                unmapped_reason(claude_event)
             ));
             continue;
         };
-        if claude_event == "PostToolUseFailure" {
-            // Hermes fires post_tool_call for both; the payload's hook_event_name says which.
-            skipped.push(
-                "PostToolUseFailure: imported as post_tool_call, which also fires after successful calls; the script sees hook_event_name"
-                    .to_string(),
-            );
-        }
+        let failure_only = claude_event == "PostToolUseFailure";
         let tool_event = event == "pre_tool_call" || event == "post_tool_call";
         for group in groups.as_array().into_iter().flatten() {
             let matcher = group
@@ -158,16 +164,55 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                     skipped.push(format!("{claude_event}: a {kind} hook without its {kind}"));
                     continue;
                 };
+                let note = (hook.get("async") == Some(&Value::Bool(true))).then(|| {
+                    format!(
+                        "{claude_event} {target:?} has async: true; hermes runs it synchronously: the agent waits for it (up to its timeout) and reads its answer"
+                    )
+                });
                 out.push(Entry {
                     event,
                     target: (key, target.to_string()),
                     matcher: matcher.clone().filter(|_| tool_event),
                     timeout: hook.get("timeout").and_then(Value::as_u64),
+                    failure_only,
+                    note,
                 });
             }
         }
     }
     (out, skipped)
+}
+
+/// Why a Claude Code event has no Hermes event to run on.
+fn unmapped_reason(claude_event: &str) -> String {
+    let why = match claude_event {
+        "Notification" => {
+            "Hermes has no event for Claude's notifications (waiting for input, a permission prompt shown)"
+        }
+        "PreCompact" => {
+            "Hermes does not compact the conversation, so there is nothing to run before"
+        }
+        "SubagentStart" => {
+            "Hermes fires subagent_stop for a delegated child, but nothing when it starts"
+        }
+        "PermissionRequest" => {
+            "Hermes's approval prompts fire pre_approval_request, which has another payload; write a Hermes-format hook for it"
+        }
+        _ => "",
+    };
+    if why.is_empty() {
+        format!(
+            "not an event Hermes maps (it maps {})",
+            claude::EVENTS
+                .iter()
+                .map(|(_, c)| *c)
+                .chain(["PostToolUseFailure"])
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        why.to_string()
+    }
 }
 
 /// `config` with `entries` inserted into its `hooks:` block, as text: an event's entries
@@ -276,7 +321,7 @@ mod tests {
         assert!(
             skipped
                 .iter()
-                .any(|s| s.starts_with("Notification: Hermes has no such event"))
+                .any(|s| s.starts_with("Notification (1 hook(s)): Hermes has no event"))
         );
         assert!(skipped.iter().any(|s| s.contains("type \"prompt\"")));
     }

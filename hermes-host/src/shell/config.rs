@@ -83,6 +83,10 @@ pub struct ShellHookSpec {
     pub http: Option<HttpSpec>,
     /// The protocol the hook speaks (`format:`): Hermes's, or Claude Code's.
     pub format: Format,
+    /// `claude_event: PostToolUseFailure` on a `format: claude` `post_tool_call` hook: it
+    /// runs after failed calls only. Without it such a hook is Claude's `PostToolUse` and
+    /// runs after calls that succeeded only; neither runs after a blocked call.
+    pub failure_only: bool,
     /// The directory the agent works in (`--cwd` of `hermes run` and `hermes gateway
     /// run`), when it is not the process's. A `format: claude` hook gets it as its
     /// payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
@@ -123,6 +127,7 @@ impl ShellHookSpec {
             instances: 1,
             http: None,
             format: Format::Hermes,
+            failure_only: false,
             work_dir: None,
         }
     }
@@ -191,6 +196,32 @@ impl ShellHookSpec {
         }
     }
 
+    /// Whether the hook runs after a call that ended with `status` (`ok`, `error`,
+    /// `blocked`). Hermes-format hooks run after every call, as in the reference. A
+    /// `format: claude` hook runs as Claude Code's events fire: `PostToolUse` after a call
+    /// that succeeded, `PostToolUseFailure` (`claude_event:`) after one that failed, and
+    /// nothing after a call a hook blocked.
+    ///
+    /// ```
+    /// use hermes_host::shell::config::{Format, ShellHookSpec};
+    /// let mut spec = ShellHookSpec::new("post_tool_call", "./fmt.sh");
+    /// assert!(spec.runs_after(Some("blocked")));
+    /// spec.format = Format::Claude;
+    /// assert!(spec.runs_after(Some("ok")) && !spec.runs_after(Some("error")) && !spec.runs_after(Some("blocked")));
+    /// spec.failure_only = true;
+    /// assert!(!spec.runs_after(Some("ok")) && spec.runs_after(Some("error")));
+    /// ```
+    pub fn runs_after(&self, status: Option<&str>) -> bool {
+        if self.format != Format::Claude || self.event != "post_tool_call" {
+            return true;
+        }
+        match status {
+            Some("blocked") => false,
+            Some("error") => self.failure_only,
+            _ => !self.failure_only,
+        }
+    }
+
     /// The callback label: `shell_hook[<event>:<command>]`.
     pub fn label(&self) -> String {
         format!("shell_hook[{}:{}]", self.event, self.command)
@@ -242,6 +273,10 @@ pub fn parse(section: &HooksSection) -> ParsedHooks {
                     yaml_type_name(entries)
                 ));
             }
+            continue;
+        }
+        // Read by the agent (see `config::HooksSection`), which reports a bad value.
+        if key.as_str() == Some(crate::config::MAX_STOP_CONTINUATIONS_KEY) {
             continue;
         }
         let event = match key {
@@ -297,6 +332,7 @@ const ENTRY_KEYS: &[&str] = &[
     "persistent",
     "instances",
     "format",
+    "claude_event",
     "headers",
     "allowed_env_vars",
 ];
@@ -444,6 +480,30 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
+    let failure_only = match entry.get("claude_event") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(e)) if format == Format::Claude && event == "post_tool_call" => {
+            match e.as_str() {
+                "PostToolUse" => false,
+                "PostToolUseFailure" => true,
+                other => {
+                    out.warn(format!(
+                        "hooks.{event}[{i}].claude_event must be PostToolUse or PostToolUseFailure (got {}) — skipped",
+                        repr_str(other)
+                    ));
+                    return None;
+                }
+            }
+        }
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].claude_event={} is for `format: claude` hooks on post_tool_call only (PostToolUse or PostToolUseFailure) — skipped",
+                repr_yaml(other)
+            ));
+            return None;
+        }
+    };
+
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
@@ -467,6 +527,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         instances,
         http,
         format,
+        failure_only,
         work_dir: None,
     };
     // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until

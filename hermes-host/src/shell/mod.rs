@@ -529,7 +529,8 @@ impl ShellHook {
 
 impl ExternalHook for ShellHook {
     fn matches(&self, event: &EventView<'_>) -> bool {
-        !self.spec.is_tool_event() || self.spec.matches_tool(event.get_str("tool_name"))
+        (!self.spec.is_tool_event() || self.spec.matches_tool(event.get_str("tool_name")))
+            && self.spec.runs_after(event.get_str("status"))
     }
 
     fn run(&self, event: &EventView<'_>) -> HookResult {
@@ -563,7 +564,7 @@ impl ExternalHook for ShellHook {
         if spec.format == config::Format::Claude {
             let (_run, mut evaluation) =
                 run_claude(spec, &kwargs, self.client.as_ref(), self.script.as_deref());
-            note_run_control(&kwargs, &mut evaluation);
+            note_run_control(&kwargs, self.position, &mut evaluation);
             if spec.event == "on_session_start" {
                 if let Some(Decision::Context(text)) = evaluation.decision.take() {
                     let session = kwargs.get("session_id").and_then(Value::as_str);
@@ -649,13 +650,20 @@ impl ExternalHook for ShellHook {
 /// Hands what a Claude-format answer asks of the agent beyond its reply (approval of
 /// this tool call, the end of the turn or run) to [`run_control`](crate::run_control),
 /// keyed by the payload's session and tool call, where the host takes it after firing.
-fn note_run_control(kwargs: &Map<String, Value>, evaluation: &mut Evaluation) {
+fn note_run_control(kwargs: &Map<String, Value>, position: usize, evaluation: &mut Evaluation) {
     let key = |k: &str| kwargs.get(k).and_then(Value::as_str).unwrap_or_default();
+    let session = claude::session_of(kwargs);
     if let Some(permission) = evaluation.permission.take() {
-        crate::run_control::note_permission(key("session_id"), key("tool_call_id"), permission);
+        crate::run_control::note_permission(session, key("tool_call_id"), permission);
     }
     if let Some(stop) = evaluation.stop.take() {
-        crate::run_control::note_stop(key("session_id"), stop);
+        crate::run_control::note_stop(session, stop);
+    }
+    for text in std::mem::take(&mut evaluation.feedback) {
+        crate::run_control::note_feedback(session, key("tool_call_id"), position, text);
+    }
+    if let Some(reason) = evaluation.continue_with.take() {
+        crate::run_control::note_continue(session, position, reason);
     }
 }
 
@@ -689,6 +697,12 @@ pub struct Evaluation {
     /// A `format: claude` hook's `continue: false` (the run ends) or blocked prompt (the
     /// turn ends), recorded in [`run_control`](crate::run_control) when the hook fires.
     pub stop: Option<crate::run_control::Stop>,
+    /// A `format: claude` PostToolUse hook's word to the model about the call, recorded in
+    /// [`run_control`](crate::run_control) when the hook fires.
+    pub feedback: Vec<String>,
+    /// A `format: claude` Stop or SubagentStop hook's instruction to keep working, recorded
+    /// in [`run_control`](crate::run_control) when the hook fires.
+    pub continue_with: Option<String>,
 }
 
 /// `hook <command> failed closed: <reason>` for a `fail_closed` hook on a blocking event.
@@ -846,13 +860,25 @@ fn run_claude(
         // Claude Code runs every command through a shell; one with pipes, `&&` or
         // variables needs it to mean what it says.
         (None, _) => match claude::argv(&spec.command) {
-            Ok(argv) => spawn::run_argv_in(
-                &pinned_argv(&spec.command, argv, script),
-                stdin.as_bytes(),
-                timeout,
-                &[("CLAUDE_PROJECT_DIR", cwd.as_str())],
-                spec.work_dir.as_deref(),
-            ),
+            Ok(argv) => {
+                // SessionStart hooks get the session's environment file, where `export`
+                // lines reach the session's later terminal commands.
+                let env_file = (spec.event == "on_session_start")
+                    .then(|| session_file(kwargs, "env"))
+                    .flatten()
+                    .map(|p| p.display().to_string());
+                let mut env = vec![("CLAUDE_PROJECT_DIR", cwd.as_str())];
+                if let Some(file) = &env_file {
+                    env.push(("CLAUDE_ENV_FILE", file.as_str()));
+                }
+                spawn::run_argv_in(
+                    &pinned_argv(&spec.command, argv, script),
+                    stdin.as_bytes(),
+                    timeout,
+                    &env,
+                    spec.work_dir.as_deref(),
+                )
+            }
             // Reported as for any hook whose command cannot be split.
             Err(error) => spawn::RunResult {
                 error: Some(error),
@@ -884,6 +910,8 @@ fn run_claude(
     }
     evaluation.permission = answer.permission;
     evaluation.stop = answer.stop;
+    evaluation.feedback = answer.feedback;
+    evaluation.continue_with = answer.continue_with;
     evaluation.decision = answer.decision.or_else(|| fail_closed_claude(spec, &run));
     (run, evaluation)
 }
@@ -923,17 +951,14 @@ fn pinned_argv(
 /// `CLAUDE_PROJECT_DIR`) and Claude's payload for `kwargs`.
 fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, String) {
     let cwd = agent_dir(spec);
-    let transcript_path = kwargs
-        .get("session_id")
+    // A path the caller supplied (`hooks test` with a Claude payload) wins over the
+    // session's own file.
+    let supplied = kwargs
+        .get("transcript_path")
         .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .and_then(|id| {
-            let home = std::env::var_os("HERMES_HOME")?;
-            let path = PathBuf::from(home)
-                .join("sessions")
-                .join(format!("{id}.jsonl"));
-            path.is_file().then(|| path.display().to_string())
-        });
+        .map(str::to_string);
+    let transcript_path =
+        supplied.or_else(|| session_file(kwargs, "jsonl").map(|p| p.display().to_string()));
     let context = claude::Context {
         cwd: cwd.clone(),
         transcript_path,
@@ -941,6 +966,21 @@ fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, S
     };
     let stdin = claude::payload(&spec.event, kwargs, &context).to_string();
     (cwd, stdin)
+}
+
+/// `$HERMES_HOME/sessions/<session>.<ext>` of the firing's session, when it exists: the
+/// transcript (`jsonl`) and the environment file (`env`) the agent keeps for it.
+fn session_file(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
+    let id = claude::session_of(kwargs);
+    // A session id is a file name here: nothing that could leave the directory.
+    if id.is_empty() || id.contains('/') || id.starts_with('.') {
+        return None;
+    }
+    let home = std::env::var_os("HERMES_HOME")?;
+    let path = PathBuf::from(home)
+        .join("sessions")
+        .join(format!("{id}.{ext}"));
+    path.is_file().then_some(path)
 }
 
 /// A `fail_closed` Claude-format hook that failed without deciding blocks, as any hook.

@@ -10,13 +10,18 @@
 //!    gateway also `agent:step` with the tool names;
 //! 4. per tool call: `pre_tool_call` (a block makes the result `{"error": "<message>"}` and
 //!    the tool does not run; modifies rewrite the arguments), the tool, `post_tool_call` with
-//!    `duration_ms` (status `blocked` for a blocked call), `transform_tool_result`; inside the
+//!    `duration_ms` (status `blocked` for a blocked call), `transform_tool_result`, then what
+//!    `format: claude` PostToolUse hooks said for the model, appended; inside the
 //!    terminal tool, `pre_approval_request` / `post_approval_response` around the approval of
 //!    a dangerous command and `transform_terminal_output` before truncation;
 //!    `delegate_task` runs child sessions concurrently and fires `subagent_stop` once per
 //!    child, on the parent, after all children finished;
 //! 5. after a final, non-interrupted response: `transform_llm_output` (non-empty responses),
-//!    then `post_llm_call` with the response the user sees;
+//!    then `post_llm_call` with the response the user sees. A `format: claude` Stop hook
+//!    that blocks keeps the agent working: another pass of the model, with the hook's reason
+//!    as its input and the turn's scripted `continuations` as its answers, then
+//!    `post_llm_call` again (its payload says `stop_hook_active: true`), at most
+//!    `hooks.max_stop_continuations` times in a row;
 //! 6. `on_session_end` at the end of every turn, with `completed=false, interrupted=true`
 //!    when an interrupt stopped it.
 //!
@@ -46,7 +51,7 @@ use serde_json::{Value, json};
 
 pub use approval::{ApprovalMode, Approver};
 pub use gateway_script::GatewayScript;
-pub use script::{Script, Step, ToolCall};
+pub use script::{Continuation, Script, Step, ToolCall};
 pub use trace::{TraceFormat, Tracer};
 
 use hermes_host::gateway::GatewayHooks;
@@ -159,6 +164,21 @@ pub struct Agent {
     pub surface: &'static str,
     /// Per-command timeout of the terminal tool.
     pub terminal_timeout: Duration,
+    /// How many times in a row Stop hooks may keep the agent working after its final
+    /// answer (`hooks.max_stop_continuations`, default [`DEFAULT_STOP_CONTINUATIONS`]).
+    pub max_stop_continuations: usize,
+}
+
+/// Continuations in a row a Stop hook may ask for before the agent stops anyway.
+pub const DEFAULT_STOP_CONTINUATIONS: usize = 8;
+
+/// `hooks.max_stop_continuations` of `config`, else [`DEFAULT_STOP_CONTINUATIONS`].
+pub fn stop_continuations(config: &hermes_host::config::Config) -> usize {
+    config
+        .hooks
+        .max_stop_continuations
+        .get()
+        .map_or(DEFAULT_STOP_CONTINUATIONS, |n| *n as usize)
 }
 
 impl Agent {
@@ -216,7 +236,12 @@ impl Agent {
         session.script_dir = script.dir.clone();
         let mut results = Vec::new();
         for turn in &script.turns {
-            let result = self.run_turn(&mut session, &turn.user, &turn.steps);
+            let result = self.run_turn_continuing(
+                &mut session,
+                &turn.user,
+                &turn.steps,
+                &turn.continuations,
+            );
             let stop = result.interrupted || result.stopped.as_ref().is_some_and(|s| s.ends_run);
             results.push(result);
             if stop {
@@ -254,6 +279,18 @@ impl Agent {
         session: &mut Session,
         user_message: &str,
         steps: &[Step],
+    ) -> TurnResult {
+        self.run_turn_continuing(session, user_message, steps, &[])
+    }
+
+    /// [`run_turn`](Agent::run_turn), with the model's scripted answers when Stop hooks
+    /// keep it working after its final answer.
+    pub fn run_turn_continuing(
+        &self,
+        session: &mut Session,
+        user_message: &str,
+        steps: &[Step],
+        continuations: &[Continuation],
     ) -> TurnResult {
         let is_first_turn = session.history.is_empty();
         let mut stop = None;
@@ -308,9 +345,108 @@ impl Agent {
         }
         self.emit("agent:start", Value::Object(start.clone()));
 
+        let (mut response, mut interrupted, error) =
+            self.model_pass(session, steps, &model_input, &turn_id, &mut stop);
+        let mut completed = false;
+        // Stop hooks that keep the agent working: each continuation is another model pass
+        // with the hooks' reason as its instruction, answered from the turn's scripted
+        // continuations.
+        let mut continued = 0;
+        loop {
+            if interrupted {
+                self.transcript.line(session, "[interrupted]");
+                break;
+            }
+            let Some(text) = response.take() else {
+                break;
+            };
+            let shown = self.answer(session, user_message, &text, &mut stop);
+            response = Some(shown);
+            completed = true;
+            let reasons = run_control::take_continue(&session.id);
+            if reasons.is_empty() || stop.is_some() {
+                break;
+            }
+            let reason = reasons.join("\n");
+            if continued >= self.max_stop_continuations {
+                tracing::warn!(
+                    "a Stop hook asked session {} to keep working {} times in a row; letting it stop (hooks.max_stop_continuations is {}): {reason}",
+                    session.id,
+                    continued + 1,
+                    self.max_stop_continuations
+                );
+                break;
+            }
+            let Some(next) = continuations.get(continued) else {
+                tracing::warn!(
+                    "a Stop hook asked session {} to keep working, but the session script has no continuation {} for this turn; the turn ends: {reason}",
+                    session.id,
+                    continued + 1
+                );
+                break;
+            };
+            continued += 1;
+            run_control::set_stop_hook_active(&session.id, true);
+            self.transcript.line(
+                session,
+                &format!("[a Stop hook keeps the agent working: {reason}]"),
+            );
+            session
+                .history
+                .push(json!({ "role": "user", "content": reason }));
+            let pass = self.model_pass(session, &next.steps, &reason, &turn_id, &mut stop);
+            response = pass.0;
+            interrupted = pass.1;
+            completed = false;
+            if pass.2.is_some() {
+                break;
+            }
+        }
+        run_control::set_stop_hook_active(&session.id, false);
+        let end = SessionEndEvent {
+            session_id: &session.id,
+            completed,
+            interrupted,
+            model: &session.model,
+            platform: &session.platform,
+        };
+        self.fire(SessionEndEvent::HOOK, &end.fields());
+        self.stop_asked(session, &mut stop);
+        if let Some(stop) = &stop {
+            self.transcript.line(session, &format!("[{stop}]"));
+        }
+        let mut end_ctx = start;
+        end_ctx.insert(
+            "response".into(),
+            json!(truncate_chars(response.as_deref().unwrap_or(""), 500)),
+        );
+        end_ctx.insert("model".into(), json!(session.model));
+        end_ctx.insert("provider".into(), json!("scripted"));
+        self.emit("agent:end", Value::Object(end_ctx));
+        TurnResult {
+            response,
+            completed,
+            interrupted,
+            error,
+            stopped: stop,
+        }
+    }
+
+    /// One pass of the model through `steps` with `model_input`: requests, responses and
+    /// tool calls, until a final answer, an error, an interrupt or a hook's stop. Returns
+    /// `(final answer, interrupted, provider error)`.
+    fn model_pass(
+        &self,
+        session: &mut Session,
+        steps: &[Step],
+        model_input: &str,
+        turn_id: &str,
+        stop: &mut Option<Stop>,
+    ) -> (Option<String>, bool, Option<String>) {
         let mut response: Option<String> = None;
         let mut interrupted = false;
         let mut error = None;
+        let mut results = Vec::new();
         for (i, step) in steps.iter().enumerate() {
             if self.interrupt.load(Ordering::SeqCst) {
                 interrupted = true;
@@ -363,6 +499,11 @@ impl Agent {
                         text.push_str("\n\n");
                     }
                     text.push_str(&format!("[the model received: {model_input}]"));
+                    // And the results of this pass's tool calls, as the model read them
+                    // (with what PostToolUse hooks added).
+                    for result in &results {
+                        text.push_str(&format!("\n\n[a tool result the model received: {result}]"));
+                    }
                 }
                 response = Some(text);
                 break;
@@ -387,11 +528,12 @@ impl Agent {
                     interrupted = true;
                     break;
                 }
-                let result = self.tool_call(session, call, id, &turn_id);
+                let result = self.tool_call(session, call, id, turn_id);
                 session
                     .history
                     .push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
-                if self.stop_asked(session, &mut stop) {
+                results.push(result);
+                if self.stop_asked(session, stop) {
                     break;
                 }
             }
@@ -401,73 +543,50 @@ impl Agent {
             }
         }
 
-        let mut completed = false;
-        if !interrupted {
-            if let Some(text) = response.take() {
-                let mut shown = text.clone();
-                if !text.is_empty() {
-                    let event = TransformLlmOutputEvent {
-                        response_text: &text,
-                        session_id: &session.id,
-                        model: &session.model,
-                        platform: &session.platform,
-                    };
-                    if let Some(replaced) = self
-                        .fire(TransformLlmOutputEvent::HOOK, &event.fields())
-                        .into_text()
-                    {
-                        shown = replaced;
-                    }
-                }
-                session
-                    .history
-                    .push(json!({ "role": "assistant", "content": shown }));
-                let history = self.history_for(PostLlmCallEvent::HOOK, session);
-                let event = PostLlmCallEvent {
-                    session_id: &session.id,
-                    user_message,
-                    assistant_response: &shown,
-                    conversation_history: &history,
-                    model: &session.model,
-                    platform: &session.platform,
-                };
-                self.fire(PostLlmCallEvent::HOOK, &event.fields());
-                self.stop_asked(session, &mut stop);
-                self.transcript
-                    .line(session, &format!("assistant: {shown}"));
-                response = Some(shown);
-                completed = true;
+        (response, interrupted, error)
+    }
+
+    /// The final answer of a pass: `transform_llm_output`, the history, `post_llm_call`,
+    /// the transcript. Returns what the user sees.
+    fn answer(
+        &self,
+        session: &mut Session,
+        user_message: &str,
+        text: &str,
+        stop: &mut Option<Stop>,
+    ) -> String {
+        let mut shown = text.to_string();
+        if !text.is_empty() {
+            let event = TransformLlmOutputEvent {
+                response_text: text,
+                session_id: &session.id,
+                model: &session.model,
+                platform: &session.platform,
+            };
+            if let Some(replaced) = self
+                .fire(TransformLlmOutputEvent::HOOK, &event.fields())
+                .into_text()
+            {
+                shown = replaced;
             }
-        } else {
-            self.transcript.line(session, "[interrupted]");
         }
-        let end = SessionEndEvent {
+        session
+            .history
+            .push(json!({ "role": "assistant", "content": shown }));
+        let history = self.history_for(PostLlmCallEvent::HOOK, session);
+        let event = PostLlmCallEvent {
             session_id: &session.id,
-            completed,
-            interrupted,
+            user_message,
+            assistant_response: &shown,
+            conversation_history: &history,
             model: &session.model,
             platform: &session.platform,
         };
-        self.fire(SessionEndEvent::HOOK, &end.fields());
-        self.stop_asked(session, &mut stop);
-        if let Some(stop) = &stop {
-            self.transcript.line(session, &format!("[{stop}]"));
-        }
-        let mut end_ctx = start;
-        end_ctx.insert(
-            "response".into(),
-            json!(truncate_chars(response.as_deref().unwrap_or(""), 500)),
-        );
-        end_ctx.insert("model".into(), json!(session.model));
-        end_ctx.insert("provider".into(), json!("scripted"));
-        self.emit("agent:end", Value::Object(end_ctx));
-        TurnResult {
-            response,
-            completed,
-            interrupted,
-            error,
-            stopped: stop,
-        }
+        self.fire(PostLlmCallEvent::HOOK, &event.fields());
+        self.stop_asked(session, stop);
+        self.transcript
+            .line(session, &format!("assistant: {shown}"));
+        shown
     }
 
     /// One tool call with its hooks: pre_tool_call, the tool, post_tool_call,
@@ -533,6 +652,7 @@ impl Agent {
             error_message: error_message.as_deref(),
         };
         self.fire(PostToolCallEvent::HOOK, &post.fields());
+        let feedback = run_control::take_feedback(&session.id, call_id);
         let transform = TransformToolResultEvent {
             tool_name: &call.tool,
             args: &args_text,
@@ -545,10 +665,16 @@ impl Agent {
             error_type,
             error_message: error_message.as_deref(),
         };
-        let result = self
+        let mut result = self
             .fire(TransformToolResultEvent::HOOK, &transform.fields())
             .into_text()
             .unwrap_or(result);
+        // What PostToolUse hooks told the model comes after the tool's output, in registry
+        // order, as Claude Code adds it.
+        for text in feedback {
+            result.push_str("\n\n");
+            result.push_str(&text);
+        }
         self.transcript.line(
             session,
             &format!("  <- {}", truncate_chars(&result, 300).replace('\n', "\\n")),
@@ -747,66 +873,124 @@ impl Agent {
                 Err(e) => return tools::error(&format!("cannot read child script: {e}")),
             }
         }
-        let outcomes: Vec<(Option<String>, String, &'static str, u64, String)> =
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = children
-                    .iter()
-                    .map(|(script, role)| {
-                        scope.spawn(move || {
-                            let started = Instant::now();
-                            let mut child =
-                                Session::new(&script.model, &session.platform, &session.cwd);
-                            child.script_dir = script.dir.clone();
-                            let mut last = None;
-                            let mut status = "completed";
-                            for turn in &script.turns {
-                                let r = self.run_turn(&mut child, &turn.user, &turn.steps);
-                                if r.interrupted {
-                                    status = "interrupted";
-                                    break;
-                                }
-                                // A hook ended the child's run: what it said so far is
-                                // its summary.
-                                if r.stopped.as_ref().is_some_and(|s| s.ends_run) {
-                                    last = r.response.or(last);
-                                    status = "failed";
-                                    break;
-                                }
-                                if !r.completed {
-                                    status = "failed";
-                                }
-                                last = r.response;
+        type Outcome<'s> = (
+            Option<String>,
+            String,
+            &'static str,
+            u64,
+            Session,
+            &'s Script,
+        );
+        let outcomes: Vec<Option<Outcome>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = children
+                .iter()
+                .map(|(script, role)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let mut child =
+                            Session::new(&script.model, &session.platform, &session.cwd);
+                        child.script_dir = script.dir.clone();
+                        let mut last = None;
+                        let mut status = "completed";
+                        for turn in &script.turns {
+                            let r = self.run_turn(&mut child, &turn.user, &turn.steps);
+                            if r.interrupted {
+                                status = "interrupted";
+                                break;
                             }
-                            self.finalize(&child);
-                            (
-                                role.clone(),
-                                last.unwrap_or_default(),
-                                status,
-                                started.elapsed().as_millis() as u64,
-                                child.id,
-                            )
-                        })
+                            // A hook ended the child's run: what it said so far is
+                            // its summary.
+                            if r.stopped.as_ref().is_some_and(|s| s.ends_run) {
+                                last = r.response.or(last);
+                                status = "failed";
+                                break;
+                            }
+                            if !r.completed {
+                                status = "failed";
+                            }
+                            last = r.response;
+                        }
+                        // Finalized before subagent_stop fires, as in the reference.
+                        self.finalize(&child);
+                        (
+                            role.clone(),
+                            last.unwrap_or_default(),
+                            status,
+                            started.elapsed().as_millis() as u64,
+                            child,
+                            script,
+                        )
                     })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or((None, String::new(), "failed", 0, String::new()))
-                    })
-                    .collect()
-            });
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().ok()).collect()
+        });
         let mut results = Vec::new();
-        for (role, summary, status, ms, child_id) in &outcomes {
-            let event = SubagentStopEvent {
-                parent_session_id: &session.id,
-                child_role: role.as_deref(),
-                child_summary: summary,
-                child_status: status,
-                duration_ms: *ms as i64,
+        let was_active = run_control::stop_hook_active(&session.id);
+        for outcome in outcomes {
+            let Some((role, mut summary, mut status, mut ms, mut child, script)) = outcome else {
+                results.push(
+                    json!({ "role": null, "status": "failed", "summary": "", "session_id": "" }),
+                );
+                continue;
             };
-            self.fire(SubagentStopEvent::HOOK, &event.fields());
-            results.push(json!({ "role": role, "status": status, "summary": summary, "session_id": child_id }));
+            // A SubagentStop hook that blocks keeps the child working, with its reason as
+            // the child's next message, answered from its last turn's continuations; the
+            // child is finalized again when it stops.
+            let mut continued = 0;
+            loop {
+                let event = SubagentStopEvent {
+                    parent_session_id: &session.id,
+                    child_role: role.as_deref(),
+                    child_summary: &summary,
+                    child_status: status,
+                    duration_ms: ms as i64,
+                };
+                self.fire(SubagentStopEvent::HOOK, &event.fields());
+                let reasons = run_control::take_continue(&session.id);
+                if reasons.is_empty() || status != "completed" {
+                    break;
+                }
+                let reason = reasons.join("\n");
+                let next = script
+                    .turns
+                    .last()
+                    .and_then(|t| t.continuations.get(continued));
+                let Some(next) = next.filter(|_| continued < self.max_stop_continuations) else {
+                    tracing::warn!(
+                        "a SubagentStop hook asked child session {} to keep working (continuation {}), but {}; letting it stop: {reason}",
+                        child.id,
+                        continued + 1,
+                        if continued >= self.max_stop_continuations {
+                            format!(
+                                "hooks.max_stop_continuations is {}",
+                                self.max_stop_continuations
+                            )
+                        } else {
+                            "its script's last turn has no continuation for it".to_string()
+                        }
+                    );
+                    break;
+                };
+                continued += 1;
+                run_control::set_stop_hook_active(&session.id, true);
+                let started = Instant::now();
+                let r = self.run_turn(&mut child, &reason, &next.steps);
+                ms += started.elapsed().as_millis() as u64;
+                if !r.completed {
+                    status = if r.interrupted {
+                        "interrupted"
+                    } else {
+                        "failed"
+                    };
+                }
+                summary = r.response.unwrap_or(summary);
+            }
+            run_control::set_stop_hook_active(&session.id, was_active);
+            if continued > 0 {
+                self.finalize(&child);
+            }
+            results.push(json!({ "role": role, "status": status, "summary": summary, "session_id": child.id }));
         }
         json!({ "results": results }).to_string()
     }

@@ -17,6 +17,14 @@
 //!   - user: And now?
 //!     steps:
 //!       - error: "401 Unauthorized"           # the provider fails; the turn ends
+//!   - user: Fix the test
+//!     steps:
+//!       - final: Fixed.
+//!     continuations:                          # when a Stop hook keeps the agent working:
+//!       - steps:                              # the model's answer to the 1st continuation
+//!           - tool: terminal
+//!             args: {command: "make test"}
+//!           - final: Tests pass.
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -59,6 +67,19 @@ pub struct Turn {
     pub user: String,
     /// The model's responses, in order; the last one should be a `final`.
     #[serde(default)]
+    pub steps: Vec<Step>,
+    /// The model's responses when a Stop hook (or, for a delegated child's last turn, a
+    /// SubagentStop hook) keeps it working after its final answer: one per continuation,
+    /// in order. The hook's reason is the model's input for each.
+    #[serde(default)]
+    pub continuations: Vec<Continuation>,
+}
+
+/// The model's answer to one continuation a Stop hook asked for.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Continuation {
+    /// The model's responses, in order; the last one should be a `final`.
     pub steps: Vec<Step>,
 }
 
@@ -140,11 +161,19 @@ impl Script {
     pub fn parse(text: &str) -> Result<Script, String> {
         let script: Script = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
         for (i, turn) in script.turns.iter().enumerate() {
-            for (j, step) in turn.steps.iter().enumerate() {
-                if step.is_empty() {
-                    return Err(format!(
-                        "turns[{i}].steps[{j}] has neither `tool`, `tools`, `final` nor `error`"
-                    ));
+            let lists = std::iter::once((format!("turns[{i}].steps"), &turn.steps)).chain(
+                turn.continuations
+                    .iter()
+                    .enumerate()
+                    .map(move |(k, c)| (format!("turns[{i}].continuations[{k}].steps"), &c.steps)),
+            );
+            for (place, steps) in lists {
+                for (j, step) in steps.iter().enumerate() {
+                    if step.is_empty() {
+                        return Err(format!(
+                            "{place}[{j}] has neither `tool`, `tools`, `final` nor `error`"
+                        ));
+                    }
                 }
             }
         }

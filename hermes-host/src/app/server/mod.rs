@@ -378,6 +378,7 @@ mod tests {
             transcript: Arc::new(QuietTranscript),
             surface: "gateway",
             terminal_timeout: Duration::from_secs(5),
+            max_stop_continuations: crate::app::agent::DEFAULT_STOP_CONTINUATIONS,
         }
     }
 

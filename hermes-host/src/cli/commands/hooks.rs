@@ -361,6 +361,8 @@ fn run_json(run: &RunResult, evaluation: &Evaluation) -> Value {
         "parsed": decision_json(evaluation),
         "permission": permission,
         "stop": stop,
+        "feedback": evaluation.feedback,
+        "continue": evaluation.continue_with,
         "warnings": evaluation.warnings,
     })
 }
@@ -545,6 +547,12 @@ fn print_parsed(evaluation: &Evaluation) {
     }
     for line in run_control_words(evaluation.permission.as_ref(), evaluation.stop.as_ref()) {
         println!("      {line}");
+    }
+    for text in &evaluation.feedback {
+        println!("      feedback for the model: {text}");
+    }
+    if let Some(reason) = &evaluation.continue_with {
+        println!("      continue: the agent keeps working ({reason})");
     }
 }
 
@@ -1005,8 +1013,14 @@ fn fire(
     let outcome = registry.fire(event, &owned.fields());
     // What Claude-format hooks asked of the agent, taken as an agent would after firing.
     let key = |k: &str| payload[k].as_str().unwrap_or_default();
-    let permission = run_control::take_permission(key("session_id"), key("tool_call_id"));
-    let stop = run_control::take_stop(key("session_id"));
+    let session = payload
+        .as_object()
+        .map(hermes_host::shell::claude::session_of)
+        .unwrap_or_default();
+    let permission = run_control::take_permission(session, key("tool_call_id"));
+    let stop = run_control::take_stop(session);
+    let feedback = run_control::take_feedback(session, key("tool_call_id"));
+    let continue_with = run_control::take_continue(session);
     let records = sink.lock().map(|r| r.clone()).unwrap_or_default();
     let summary = describe(&outcome);
     if as_json {
@@ -1021,7 +1035,7 @@ fn fire(
             .collect();
         let (permission, stop) = run_control_json(permission.as_ref(), stop.as_ref());
         return print_json(
-            &json!({ "event": event, "registered": registered, "warnings": report.warnings, "callbacks": calls, "outcome": summary, "permission": permission, "stop": stop }),
+            &json!({ "event": event, "registered": registered, "warnings": report.warnings, "callbacks": calls, "outcome": summary, "permission": permission, "stop": stop, "feedback": feedback, "continue": continue_with }),
         );
     }
     if records.is_empty() {
@@ -1043,6 +1057,12 @@ fn fire(
     println!("Outcome: {summary}");
     for line in run_control_words(permission.as_ref(), stop.as_ref()) {
         println!("  {line}");
+    }
+    for text in &feedback {
+        println!("  feedback for the model: {text}");
+    }
+    for reason in &continue_with {
+        println!("  continue: the agent keeps working ({reason})");
     }
     Ok(ExitStatus::Success)
 }

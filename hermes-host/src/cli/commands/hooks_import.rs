@@ -73,14 +73,17 @@ pub fn import(
     })?;
     let existing = shell::config::parse(&before.hooks).specs;
     found.retain(|e| {
-        !existing
-            .iter()
-            .any(|s| s.event == e.event && s.written == e.target.1)
+        !existing.iter().any(|s| {
+            s.event == e.event && s.written == e.target.1 && s.failure_only == e.failure_only
+        })
     });
 
     println!("Importing Claude Code hooks from {}", file.display());
     for reason in &skipped {
         println!("  not imported: {reason}");
+    }
+    for note in found.iter().filter_map(|e| e.note.as_deref()) {
+        println!("  note: {note}");
     }
     if found.is_empty() {
         println!("Nothing to add to {}.", config_path.display());
@@ -102,10 +105,9 @@ pub fn import(
     // Each hook must read back as the settings wrote it: a command changed on the way (a
     // line break folded into a space, say) would run something nobody asked for.
     if let Some(lost) = found.iter().find(|e| {
-        !parsed
-            .specs
-            .iter()
-            .any(|s| s.event == e.event && s.written == e.target.1)
+        !parsed.specs.iter().any(|s| {
+            s.event == e.event && s.written == e.target.1 && s.failure_only == e.failure_only
+        })
     }) {
         bail!(
             "the merged config.yaml would not hold the {} hook {:?} as written; nothing written",

@@ -51,8 +51,9 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     };
     let interrupt = Arc::new(AtomicBool::new(false));
     interrupt_on_sigint(interrupt.clone());
+    let (registry, _, config, _) = hooks.into_parts();
     let agent = Agent {
-        registry: Arc::new(hooks.into_parts().0),
+        registry: Arc::new(registry),
         gateway: None,
         tracer,
         approver: Arc::new(Approver::new(
@@ -63,6 +64,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         transcript: Arc::new(Stdout),
         surface: "cli",
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
+        max_stop_continuations: crate::app::agent::stop_continuations(&config),
     };
     let results = agent.run_script(&script, &cwd);
     if results.iter().any(|r| r.interrupted) {

@@ -235,7 +235,7 @@ pub fn reload(
             return;
         }
     };
-    let (registry, gateway, _config, new_report) = hooks.into_parts();
+    let (registry, gateway, config, new_report) = hooks.into_parts();
     let why = regressions(report, &new_report, &settings.home.config_path());
     if !why.is_empty() {
         log.line(&format!(
@@ -247,6 +247,7 @@ pub fn reload(
     let agent = Agent {
         registry: Arc::new(registry),
         gateway: gateway.map(Arc::new),
+        max_stop_continuations: crate::app::agent::stop_continuations(&config),
         ..(*current).clone()
     };
     let (plugins, shell, gateway_hooks) = (

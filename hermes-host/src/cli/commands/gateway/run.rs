@@ -296,6 +296,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         transcript: Arc::new(crate::app::server::QuietTranscript),
         surface: "gateway",
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
+        max_stop_continuations: crate::app::agent::stop_continuations(&config),
     };
     let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
     options.platform = args.platform;
