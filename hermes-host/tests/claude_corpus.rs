@@ -1125,3 +1125,119 @@ fn post_tool_use_fires_as_in_claude_code_and_failure_hooks_apart() {
         ran.describe()
     );
 }
+
+#[test]
+fn a_stop_hook_reads_the_sessions_transcript_in_claude_codes_shape() {
+    // As published Stop hooks do: find the last assistant text in transcript_path and keep
+    // the agent working until it says the tests pass; also keep a copy of the transcript.
+    let c = Corpus::new("post_llm_call", None, "validate_bash.py");
+    let copy = c.home().join("copy.jsonl");
+    let hook = c.home().join("tests_pass.py");
+    Corpus::python_script(
+        &hook,
+        &format!(
+            "import json, shutil, sys\nd = json.load(sys.stdin)\npath = d['transcript_path']\nshutil.copy(path, {:?})\nlast = ''\nfor line in open(path):\n    e = json.loads(line)\n    if e.get('type') == 'assistant':\n        for part in e['message']['content']:\n            if part.get('type') == 'text':\n                last = part['text']\nif 'tests pass' not in last:\n    print(json.dumps({{'decision': 'block', 'reason': 'run the tests first'}}))\n",
+            copy.display().to_string()
+        ),
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  post_llm_call:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    let session = "session_id: transcript-1\nturns:\n  - user: fix it\n    steps:\n      - tool: terminal\n        args: {command: echo fixed}\n      - final: fixed it\n    continuations:\n      - steps:\n          - final: all tests pass\n";
+    let (ran, _) = c.run(session, "deny");
+    ran.says(&[
+        "assistant: fixed it",
+        "[a Stop hook keeps the agent working: run the tests first]",
+        "assistant: all tests pass",
+    ]);
+    let transcript = c.home().join("sessions/transcript-1.jsonl");
+    let lines: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shape: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            let content = &l["message"]["content"];
+            let kind = match content {
+                Value::String(_) => "text".to_string(),
+                other => other[0]["type"].as_str().unwrap().to_string(),
+            };
+            (l["type"].as_str().unwrap().to_string(), kind)
+        })
+        .collect();
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        shape,
+        pairs(&[
+            ("user", "text"),
+            ("assistant", "tool_use"),
+            ("user", "tool_result"),
+            ("assistant", "text"),
+            ("user", "text"),
+            ("assistant", "text"),
+        ])
+    );
+    assert_eq!(lines[1]["message"]["content"][0]["name"], "Bash");
+    assert!(lines.iter().all(|l| l["sessionId"] == "transcript-1"));
+    // The hook's last copy, at the second Stop, already held the answer it stopped on.
+    assert_eq!(
+        std::fs::read_to_string(&copy).unwrap(),
+        std::fs::read_to_string(&transcript).unwrap()
+    );
+}
+
+#[test]
+fn hooks_test_keeps_a_supplied_transcript_path() {
+    let c = Corpus::new("post_llm_call", None, "validate_bash.py");
+    let hook = c.home().join("echo_path.py");
+    Corpus::python_script(
+        &hook,
+        "import json, sys\nd = json.load(sys.stdin)\nprint('saw ' + str(d['transcript_path']), file=sys.stderr)\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  post_llm_call:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    c.test(
+        "post_llm_call",
+        r#"{"session_id": "s1", "transcript_path": "/tmp/given.jsonl", "hook_event_name": "Stop", "stop_hook_active": false}"#,
+    )
+    .says(&["saw /tmp/given.jsonl"]);
+}
+
+#[test]
+fn an_export_written_to_claude_env_file_reaches_later_terminal_commands() {
+    let c = Corpus::new("on_session_start", None, "validate_bash.py");
+    let hook = c.home().join("env_setup.sh");
+    // `set -u`: a script that needs the variable fails loudly without it.
+    bash_script(
+        &hook,
+        "set -euo pipefail\ncat >/dev/null\necho 'export GREETING=\"hello from SessionStart\"' >> \"$CLAUDE_ENV_FILE\"\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  on_session_start:\n    - command: {}\n      format: claude\n",
+            hook.display()
+        ),
+    );
+    let session = one_turn(
+        "greet",
+        "      - tool: terminal\n        args: {command: 'echo \"$GREETING\"'}\n      - final: greeted\n",
+    );
+    let (ran, _) = c.run(&session, "deny");
+    ran.says(&["hello from SessionStart", "assistant: greeted"]);
+}

@@ -37,6 +37,7 @@
 pub mod approval;
 pub mod gateway_script;
 pub mod script;
+pub mod session_files;
 pub mod tools;
 pub mod trace;
 
@@ -96,6 +97,8 @@ pub struct Session {
     pub cwd: PathBuf,
     /// Where `delegate_task` child scripts are looked up.
     pub script_dir: PathBuf,
+    /// The session's transcript and environment file, when the agent keeps them.
+    pub files: Option<Arc<session_files::SessionFiles>>,
 }
 
 impl Session {
@@ -111,6 +114,7 @@ impl Session {
             turns: 0,
             cwd: cwd.to_path_buf(),
             script_dir: cwd.to_path_buf(),
+            files: None,
         }
     }
 }
@@ -167,6 +171,10 @@ pub struct Agent {
     /// How many times in a row Stop hooks may keep the agent working after its final
     /// answer (`hooks.max_stop_continuations`, default [`DEFAULT_STOP_CONTINUATIONS`]).
     pub max_stop_continuations: usize,
+    /// Where each session's transcript (Claude Code's JSONL shape) and environment file
+    /// go (`$HERMES_HOME/sessions/` for `hermes run`); `None` keeps none, as behind the
+    /// gateway, which keeps its own transcripts.
+    pub session_files: Option<PathBuf>,
 }
 
 /// Continuations in a row a Stop hook may ask for before the agent stops anyway.
@@ -234,6 +242,7 @@ impl Agent {
             session.id = id.clone();
         }
         session.script_dir = script.dir.clone();
+        self.open_files(&mut session);
         let mut results = Vec::new();
         for turn in &script.turns {
             let result = self.run_turn_continuing(
@@ -262,6 +271,20 @@ impl Agent {
             });
         }
         stop.is_some()
+    }
+
+    /// Creates `session`'s transcript and environment file, when this agent keeps them.
+    fn open_files(&self, session: &mut Session) {
+        let Some(dir) = &self.session_files else {
+            return;
+        };
+        match session_files::SessionFiles::create(dir, &session.id, &session.cwd) {
+            Ok(files) => session.files = Some(Arc::new(files)),
+            Err(why) => tracing::warn!(
+                "{why}; session {} runs without a transcript, and hooks get transcript_path null",
+                session.id
+            ),
+        }
     }
 
     /// Fires `on_session_finalize` for `session`.
@@ -336,6 +359,9 @@ impl Agent {
             session
                 .history
                 .push(json!({ "role": "user", "content": user_message }));
+            if let Some(files) = &session.files {
+                files.user(user_message);
+            }
         }
         session.turns += 1;
         let mut start = self.gateway_base(session);
@@ -394,6 +420,9 @@ impl Agent {
             session
                 .history
                 .push(json!({ "role": "user", "content": reason }));
+            if let Some(files) = &session.files {
+                files.user(&reason);
+            }
             let pass = self.model_pass(session, &next.steps, &reason, &turn_id, &mut stop);
             response = pass.0;
             interrupted = pass.1;
@@ -528,7 +557,23 @@ impl Agent {
                     interrupted = true;
                     break;
                 }
+                if let Some(files) = &session.files {
+                    let args = call.args.as_object().cloned().unwrap_or_default();
+                    let mut input = hermes_host::shell::claude::tool_input(&call.tool, &args);
+                    hermes_host::shell::claude::absolute_paths(
+                        &mut input,
+                        &session.cwd.display().to_string(),
+                    );
+                    files.tool_use(
+                        id,
+                        hermes_host::shell::claude::tool_name(&call.tool),
+                        Value::Object(input),
+                    );
+                }
                 let result = self.tool_call(session, call, id, turn_id);
+                if let Some(files) = &session.files {
+                    files.tool_result(id, &result);
+                }
                 session
                     .history
                     .push(json!({ "role": "tool", "tool_call_id": id, "content": result }));
@@ -582,6 +627,10 @@ impl Agent {
             model: &session.model,
             platform: &session.platform,
         };
+        // In the transcript before Stop hooks fire: they read the answer there.
+        if let Some(files) = &session.files {
+            files.assistant(&shown);
+        }
         self.fire(PostLlmCallEvent::HOOK, &event.fields());
         self.stop_asked(session, stop);
         self.transcript
@@ -834,8 +883,13 @@ impl Agent {
             .as_u64()
             .map_or(self.terminal_timeout, Duration::from_secs);
         // The command runs in its own process: this thread only waits for it.
+        // What SessionStart hooks exported reaches the command, as in Claude Code.
+        let shell_text = match &session.files {
+            Some(files) => files.with_env(command),
+            None => command.to_string(),
+        };
         let run = hermes_host::cpu_slots::waiting(|| {
-            tools::run_terminal(command, &session.cwd, timeout, &self.interrupt)
+            tools::run_terminal(&shell_text, &session.cwd, timeout, &self.interrupt)
         });
         let event = TransformTerminalOutputEvent {
             command,
@@ -890,6 +944,7 @@ impl Agent {
                         let mut child =
                             Session::new(&script.model, &session.platform, &session.cwd);
                         child.script_dir = script.dir.clone();
+                        self.open_files(&mut child);
                         let mut last = None;
                         let mut status = "completed";
                         for turn in &script.turns {

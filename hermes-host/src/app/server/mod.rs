@@ -379,6 +379,7 @@ mod tests {
             surface: "gateway",
             terminal_timeout: Duration::from_secs(5),
             max_stop_continuations: crate::app::agent::DEFAULT_STOP_CONTINUATIONS,
+            session_files: None,
         }
     }
 

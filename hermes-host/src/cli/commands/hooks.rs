@@ -397,7 +397,12 @@ fn payload_keys(event: &str, custom: &Map<String, Value>) -> Result<Map<String, 
     }
     let claude_shaped = custom.keys().any(|k| claude_key(k) && !hermes_key(k));
     Ok(if claude_shaped {
-        shell::claude::hermes_kwargs(custom)
+        let mut kwargs = shell::claude::hermes_kwargs(custom);
+        // Kept for Claude-format hooks, which get it as given (see `test`).
+        if let Some(path) = custom.get("transcript_path").filter(|p| p.is_string()) {
+            kwargs.insert("transcript_path".into(), path.clone());
+        }
+        kwargs
     } else {
         custom.clone()
     })
@@ -513,7 +518,12 @@ fn test(
                 }
             }
         }
-        let (run, evaluation) = shell::run_once(spec, &payload);
+        // A supplied transcript_path is Claude's key: Hermes-format hooks never see it.
+        let mut kwargs = payload.clone();
+        if spec.format != shell::config::Format::Claude {
+            kwargs.remove("transcript_path");
+        }
+        let (run, evaluation) = shell::run_once(spec, &kwargs);
         if as_json {
             let mut r = run_json(&run, &evaluation);
             r["command"] = json!(spec.command);

@@ -65,6 +65,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         surface: "cli",
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
         max_stop_continuations: crate::app::agent::stop_continuations(&config),
+        session_files: Some(settings.home.sessions_dir()),
     };
     let results = agent.run_script(&script, &cwd);
     if results.iter().any(|r| r.interrupted) {

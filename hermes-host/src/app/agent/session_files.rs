@@ -1,0 +1,190 @@
+//! The files a `hermes run` session keeps under `$HERMES_HOME/sessions/`: its transcript
+//! in the JSONL shape Claude Code writes, which Claude-format hooks read through
+//! `transcript_path`, and its environment file, which SessionStart hooks get as
+//! `CLAUDE_ENV_FILE`.
+//!
+//! The transcript has one JSON object per line, written as the conversation happens:
+//!
+//! ```json
+//! {"type":"user","message":{"role":"user","content":"fix the test"},"sessionId":"s-1","uuid":"s-1-1","timestamp":"...","cwd":"/srv/proj"}
+//! {"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"call-1","name":"Bash","input":{"command":"make test"}}]},...}
+//! {"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"call-1","content":"ok"}]},...}
+//! {"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Fixed."}]},...}
+//! ```
+//!
+//! Tool names and inputs are Claude's (`Bash`, `file_path`), as in the hooks' payloads. The
+//! gateway keeps its own transcripts in the reference's shape; these are `hermes run`'s.
+//!
+//! What a SessionStart hook writes into the environment file (`export NAME=value` lines, as
+//! Claude Code documents) is sourced before each later `terminal` command of the session,
+//! as Claude Code sources it before each Bash command.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+/// One session's transcript file, appended to line by line.
+pub struct SessionFiles {
+    session_id: String,
+    cwd: String,
+    transcript: PathBuf,
+    env_file: PathBuf,
+    file: Mutex<Option<std::fs::File>>,
+    lines: AtomicU64,
+}
+
+impl std::fmt::Debug for SessionFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionFiles")
+            .field("transcript", &self.transcript)
+            .field("env_file", &self.env_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionFiles {
+    /// Creates `<dir>/<session_id>.jsonl` and an empty `<dir>/<session_id>.env`, private to
+    /// the user (the directory 0700, the files 0600), for a session working in `cwd`.
+    ///
+    /// # Errors
+    ///
+    /// When the directory or a file cannot be created, naming it.
+    pub fn create(dir: &Path, session_id: &str, cwd: &Path) -> Result<SessionFiles, String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let transcript = dir.join(format!("{session_id}.jsonl"));
+        let env_file = dir.join(format!("{session_id}.env"));
+        let open = |path: &Path, append: bool| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(append)
+                .write(true)
+                .truncate(!append)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))
+        };
+        let file = open(&transcript, true)?;
+        open(&env_file, false)?;
+        Ok(SessionFiles {
+            session_id: session_id.to_string(),
+            cwd: cwd.display().to_string(),
+            transcript,
+            env_file,
+            file: Mutex::new(Some(file)),
+            lines: AtomicU64::new(0),
+        })
+    }
+
+    /// The user's message.
+    pub fn user(&self, text: &str) {
+        self.append("user", json!(text));
+    }
+
+    /// The model's tool call, with Claude's tool name and input.
+    pub fn tool_use(&self, id: &str, name: &str, input: Value) {
+        self.append(
+            "assistant",
+            json!([{"type": "tool_use", "id": id, "name": name, "input": input}]),
+        );
+    }
+
+    /// What the model got back from a tool call.
+    pub fn tool_result(&self, id: &str, content: &str) {
+        self.append(
+            "user",
+            json!([{"type": "tool_result", "tool_use_id": id, "content": content}]),
+        );
+    }
+
+    /// The model's answer.
+    pub fn assistant(&self, text: &str) {
+        self.append("assistant", json!([{"type": "text", "text": text}]));
+    }
+
+    fn append(&self, role: &str, content: Value) {
+        let n = self.lines.fetch_add(1, Ordering::Relaxed) + 1;
+        let line = json!({
+            "type": role,
+            "message": {"role": role, "content": content},
+            "sessionId": self.session_id,
+            "uuid": format!("{}-{n}", self.session_id),
+            "timestamp": hermes_host::shell::consent::utc_now_iso(),
+            "cwd": self.cwd,
+        });
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = guard.as_mut() else {
+            return;
+        };
+        // One write per line, so a reader never sees half of one.
+        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
+            tracing::warn!(
+                "cannot write {}: {e}; the session goes on without its transcript",
+                self.transcript.display()
+            );
+            *guard = None;
+        }
+    }
+
+    /// The shell text that sources the environment file before `command`, when a
+    /// SessionStart hook wrote to it; `command` unchanged otherwise.
+    pub fn with_env(&self, command: &str) -> String {
+        match std::fs::metadata(&self.env_file) {
+            Ok(meta) if meta.len() > 0 => {
+                let quoted = self.env_file.display().to_string().replace('\'', "'\\''");
+                format!(". '{quoted}'\n{command}")
+            }
+            _ => command.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn the_transcript_is_claude_shaped_jsonl_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions");
+        let files = SessionFiles::create(&sessions, "s-1", Path::new("/srv/proj")).unwrap();
+        files.user("hi");
+        files.tool_use("c1", "Bash", json!({"command": "ls"}));
+        files.tool_result("c1", "a b");
+        files.assistant("done");
+        let text = std::fs::read_to_string(&files.transcript).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0]["type"], "user");
+        assert_eq!(lines[0]["message"]["content"], "hi");
+        assert_eq!(lines[1]["message"]["content"][0]["name"], "Bash");
+        assert_eq!(lines[2]["message"]["content"][0]["tool_use_id"], "c1");
+        assert_eq!(lines[3]["message"]["content"][0]["text"], "done");
+        assert_eq!(lines[3]["cwd"], "/srv/proj");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&files.transcript), 0o600);
+        assert_eq!(mode(&files.env_file), 0o600);
+        assert_eq!(mode(&sessions), 0o700);
+    }
+
+    #[test]
+    fn the_env_file_is_sourced_only_once_a_hook_wrote_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = SessionFiles::create(dir.path(), "s-2", dir.path()).unwrap();
+        assert_eq!(files.with_env("echo hi"), "echo hi");
+        std::fs::write(&files.env_file, "export A=1\n").unwrap();
+        assert!(files.with_env("echo hi").starts_with(". '"));
+        assert!(files.with_env("echo hi").ends_with("\necho hi"));
+    }
+}
