@@ -2564,3 +2564,44 @@ fn the_gateway_reads_config_yaml_once_for_its_token_its_hooks_and_their_policy()
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn behind_the_gateway_a_claude_session_start_export_reaches_that_chats_terminal_commands() {
+    let home = TestHome::new();
+    let hook = home.write(
+        "hooks-bin/env_setup.sh",
+        "#!/usr/bin/env bash\nset -euo pipefail\nd=$(cat)\nid=$(printf '%s' \"$d\" | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"session_id\"][-6:])')\necho \"export GREETING=hello-$id\" >> \"$CLAUDE_ENV_FILE\"\n",
+    );
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.config(&format!(
+        "hooks:\n  on_session_start:\n    - command: {}\n      format: claude\n",
+        hook.display()
+    ));
+    let script = home.write(
+        "gateway-script.yaml",
+        "replies:\n  - match: greet\n    steps:\n      - tool: terminal\n        args: {command: 'echo \"[$GREETING]\"'}\n      - final: greeted\n        echo: true\n",
+    );
+    let run = home.stdin_run(
+        &["--accept-hooks", "--script", script.to_str().unwrap()],
+        &[msg("c1", "u1", "greet"), msg("c2", "u2", "greet")],
+    );
+    for chat in ["c1", "c2"] {
+        let replies = run.messages_for(chat);
+        let text = replies
+            .iter()
+            .filter_map(|m| m["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(text.contains("[hello-"), "{chat}: {text}\n{}", run.stderr);
+    }
+    // Each chat's session has its own file, private to the user.
+    let envs: Vec<_> = std::fs::read_dir(home.path().join("sessions"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "env"))
+        .collect();
+    assert_eq!(envs.len(), 2, "{:?}", envs);
+    for e in envs {
+        assert_eq!(e.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+    }
+}

@@ -864,7 +864,7 @@ fn run_claude(
                 // SessionStart hooks get the session's environment file, where `export`
                 // lines reach the session's later terminal commands.
                 let env_file = (spec.event == "on_session_start")
-                    .then(|| session_file(kwargs, "env"))
+                    .then(|| session_env_file(kwargs))
                     .flatten()
                     .map(|p| p.display().to_string());
                 let mut env = vec![("CLAUDE_PROJECT_DIR", cwd.as_str())];
@@ -981,6 +981,44 @@ fn session_file(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
         .join("sessions")
         .join(format!("{id}.{ext}"));
     path.is_file().then_some(path)
+}
+
+/// The environment file of the firing's session, `$HERMES_HOME/sessions/<session>.env`,
+/// created empty (private to the user) when the session has none yet: a gateway session
+/// gets one only when a SessionStart hook may write to it.
+fn session_env_file(kwargs: &Map<String, Value>) -> Option<PathBuf> {
+    if let Some(path) = session_file(kwargs, "env") {
+        return Some(path);
+    }
+    let id = claude::session_of(kwargs);
+    if id.is_empty() || id.contains('/') || id.starts_with('.') {
+        return None;
+    }
+    let dir = PathBuf::from(std::env::var_os("HERMES_HOME")?).join("sessions");
+    let path = dir.join(format!("{id}.env"));
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let created = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+        });
+    match created {
+        Ok(_) => Some(path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(path),
+        Err(e) => {
+            tracing::warn!(
+                "cannot create {}: {e}; SessionStart hooks run without CLAUDE_ENV_FILE",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 /// A `fail_closed` Claude-format hook that failed without deciding blocks, as any hook.

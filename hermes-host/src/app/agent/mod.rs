@@ -171,10 +171,14 @@ pub struct Agent {
     /// How many times in a row Stop hooks may keep the agent working after its final
     /// answer (`hooks.max_stop_continuations`, default [`DEFAULT_STOP_CONTINUATIONS`]).
     pub max_stop_continuations: usize,
-    /// Where each session's transcript (Claude Code's JSONL shape) and environment file
-    /// go (`$HERMES_HOME/sessions/` for `hermes run`); `None` keeps none, as behind the
-    /// gateway, which keeps its own transcripts.
+    /// Where sessions' files are (`$HERMES_HOME/sessions/`): the environment file a
+    /// SessionStart hook writes (`<id>.env`, sourced before each terminal command) and,
+    /// with `claude_transcripts`, a transcript in Claude Code's JSONL shape. `None`: none.
     pub session_files: Option<PathBuf>,
+    /// Whether the agent writes each session's transcript (and an empty environment file)
+    /// there: `hermes run` does; the gateway keeps its own transcripts, in the reference's
+    /// shape, and its environment files appear when a hook writes one.
+    pub claude_transcripts: bool,
 }
 
 /// Continuations in a row a Stop hook may ask for before the agent stops anyway.
@@ -275,7 +279,11 @@ impl Agent {
 
     /// Creates `session`'s transcript and environment file, when this agent keeps them.
     fn open_files(&self, session: &mut Session) {
-        let Some(dir) = &self.session_files else {
+        let Some(dir) = self
+            .session_files
+            .as_ref()
+            .filter(|_| self.claude_transcripts)
+        else {
             return;
         };
         match session_files::SessionFiles::create(dir, &session.id, &session.cwd) {
@@ -884,8 +892,10 @@ impl Agent {
             .map_or(self.terminal_timeout, Duration::from_secs);
         // The command runs in its own process: this thread only waits for it.
         // What SessionStart hooks exported reaches the command, as in Claude Code.
-        let shell_text = match &session.files {
-            Some(files) => files.with_env(command),
+        let shell_text = match &self.session_files {
+            Some(dir) => {
+                session_files::with_env(&session_files::env_file(dir, &session.id), command)
+            }
             None => command.to_string(),
         };
         let run = hermes_host::cpu_slots::waiting(|| {

@@ -32,7 +32,6 @@ pub struct SessionFiles {
     session_id: String,
     cwd: String,
     transcript: PathBuf,
-    env_file: PathBuf,
     file: Mutex<Option<std::fs::File>>,
     lines: AtomicU64,
 }
@@ -41,7 +40,6 @@ impl std::fmt::Debug for SessionFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionFiles")
             .field("transcript", &self.transcript)
-            .field("env_file", &self.env_file)
             .finish_non_exhaustive()
     }
 }
@@ -60,7 +58,7 @@ impl SessionFiles {
             .create(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let transcript = dir.join(format!("{session_id}.jsonl"));
-        let env_file = dir.join(format!("{session_id}.env"));
+        let env = env_file(dir, session_id);
         let open = |path: &Path, append: bool| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -72,12 +70,11 @@ impl SessionFiles {
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))
         };
         let file = open(&transcript, true)?;
-        open(&env_file, false)?;
+        open(&env, false)?;
         Ok(SessionFiles {
             session_id: session_id.to_string(),
             cwd: cwd.display().to_string(),
             transcript,
-            env_file,
             file: Mutex::new(Some(file)),
             lines: AtomicU64::new(0),
         })
@@ -132,17 +129,22 @@ impl SessionFiles {
             *guard = None;
         }
     }
+}
 
-    /// The shell text that sources the environment file before `command`, when a
-    /// SessionStart hook wrote to it; `command` unchanged otherwise.
-    pub fn with_env(&self, command: &str) -> String {
-        match std::fs::metadata(&self.env_file) {
-            Ok(meta) if meta.len() > 0 => {
-                let quoted = self.env_file.display().to_string().replace('\'', "'\\''");
-                format!(". '{quoted}'\n{command}")
-            }
-            _ => command.to_string(),
+/// The environment file of session `session_id` in `dir`: `<dir>/<session_id>.env`.
+pub fn env_file(dir: &Path, session_id: &str) -> PathBuf {
+    dir.join(format!("{session_id}.env"))
+}
+
+/// The shell text that sources `env_file` before `command`, when a SessionStart hook wrote
+/// to it; `command` unchanged otherwise (no file, or an empty one).
+pub fn with_env(env_file: &Path, command: &str) -> String {
+    match std::fs::metadata(env_file) {
+        Ok(meta) if meta.is_file() && meta.len() > 0 => {
+            let quoted = env_file.display().to_string().replace('\'', "'\\''");
+            format!(". '{quoted}'\n{command}")
         }
+        _ => command.to_string(),
     }
 }
 
@@ -174,17 +176,19 @@ mod tests {
         assert_eq!(lines[3]["cwd"], "/srv/proj");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&files.transcript), 0o600);
-        assert_eq!(mode(&files.env_file), 0o600);
+        assert_eq!(mode(&env_file(&sessions, "s-1")), 0o600);
         assert_eq!(mode(&sessions), 0o700);
     }
 
     #[test]
     fn the_env_file_is_sourced_only_once_a_hook_wrote_to_it() {
         let dir = tempfile::tempdir().unwrap();
-        let files = SessionFiles::create(dir.path(), "s-2", dir.path()).unwrap();
-        assert_eq!(files.with_env("echo hi"), "echo hi");
-        std::fs::write(&files.env_file, "export A=1\n").unwrap();
-        assert!(files.with_env("echo hi").starts_with(". '"));
-        assert!(files.with_env("echo hi").ends_with("\necho hi"));
+        SessionFiles::create(dir.path(), "s-2", dir.path()).unwrap();
+        let env = env_file(dir.path(), "s-2");
+        assert_eq!(with_env(&env, "echo hi"), "echo hi");
+        std::fs::write(&env, "export A=1\n").unwrap();
+        assert!(with_env(&env, "echo hi").starts_with(". '"));
+        assert!(with_env(&env, "echo hi").ends_with("\necho hi"));
+        assert_eq!(with_env(&dir.path().join("none.env"), "ls"), "ls");
     }
 }

@@ -380,6 +380,7 @@ mod tests {
             terminal_timeout: Duration::from_secs(5),
             max_stop_continuations: crate::app::agent::DEFAULT_STOP_CONTINUATIONS,
             session_files: None,
+            claude_transcripts: false,
         }
     }
 

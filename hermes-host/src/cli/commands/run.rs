@@ -66,6 +66,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
         max_stop_continuations: crate::app::agent::stop_continuations(&config),
         session_files: Some(settings.home.sessions_dir()),
+        claude_transcripts: true,
     };
     let results = agent.run_script(&script, &cwd);
     if results.iter().any(|r| r.interrupted) {

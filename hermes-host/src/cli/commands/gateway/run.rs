@@ -297,8 +297,10 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         surface: "gateway",
         terminal_timeout: Duration::from_secs(args.terminal_timeout),
         max_stop_continuations: crate::app::agent::stop_continuations(&config),
-        // The gateway keeps its own transcripts, in the reference's shape.
-        session_files: None,
+        // The gateway keeps its own transcripts, in the reference's shape; environment
+        // files appear when a SessionStart hook writes one.
+        session_files: Some(settings.home.sessions_dir()),
+        claude_transcripts: false,
     };
     let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
     options.platform = args.platform;
