@@ -11,7 +11,7 @@
 //! delivered again to that handler: the exit status and core dump are as before.
 //!
 //! The same marks let a watchdog name a callback that runs too long. Each thread that
-//! fires a hook owns a [`Slot`] the ticker thread can read; every [`TICK`] the ticker looks
+//! fires a hook owns a slot the ticker thread can read; every [`TICK`] the ticker looks
 //! at each slot, and a callback still running after `plugins.slow_callback_warning`
 //! (default 500 ms) gets a warning naming it, while it runs: a plugin that hangs is named
 //! too, not only one that returns late. The dispatcher never reads a clock for this.

@@ -19,8 +19,8 @@
 //! - [`schema`] generates the JSON Schemas of shell-hook payloads and answers;
 //! - [`trust`] decides whether a file may run as the user (confinement to its directory,
 //!   plain plugin names, ownership and permissions as sshd's `StrictModes`);
-//! - [`testing`] loads a built plugin into a host with a temporary home, for the plugin's
-//!   own tests.
+//! - `testing` (feature `testing`) loads a built plugin into a host with a temporary home,
+//!   for the plugin's own tests.
 //!
 //! The library never prints, exits or reads argv: the `hermes` binary does that.
 //!

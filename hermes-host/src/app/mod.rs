@@ -7,7 +7,7 @@
 //!   every hook fired at its documented point.
 //! - [`server`] is the local message gateway: the agent behind TCP and stdin adapters, with
 //!   sessions per chat, `pre_gateway_dispatch`, gateway events and transcripts.
-//! - [`bench`] measures what the installed hooks cost (`hermes bench`).
+//! - [`mod@bench`] measures what the installed hooks cost (`hermes bench`).
 
 pub mod agent;
 pub mod bench;

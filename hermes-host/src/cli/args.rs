@@ -46,7 +46,7 @@ pub enum Command {
         #[command(subcommand)]
         command: Option<HooksCommand>,
     },
-    /// Gateway hooks ($HERMES_HOME/hooks/<name>/HOOK.yaml): list them, emit an event to them, run the local gateway.
+    /// Gateway hooks ($HERMES_HOME/hooks/NAME/HOOK.yaml): list them, emit an event to them, run the local gateway.
     Gateway {
         #[command(subcommand)]
         command: GatewayCommand,

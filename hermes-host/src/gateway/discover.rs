@@ -67,7 +67,7 @@ pub struct HookSpec {
     /// `config:`, as JSON (`{}` when absent): the hook's own settings.
     pub config: serde_json::Value,
     /// Ownership and permission problems `hooks.strict_permissions: false` let through
-    /// (see [`trust`](crate::trust)).
+    /// (see [`crate::trust`]).
     pub warnings: Vec<String>,
 }
 
@@ -94,7 +94,7 @@ pub struct Skip {
 }
 
 /// Reads every directory under `hooks_dir`, in sorted order. A hook whose directory or
-/// handler others can write (see [`trust`](crate::trust)) is skipped with its reason, or,
+/// handler others can write (see [`crate::trust`]) is skipped with its reason, or,
 /// with a lenient `policy`, found with a warning.
 ///
 /// ```

@@ -3,7 +3,7 @@
 //! Data flows one way: [`discover`] reads directories and manifests, [`load_all`] loads the
 //! enabled libraries and runs their `register` (a Python plugin's in its worker, see
 //! [`python`]), and the callbacks go into the
-//! [`Registry`](crate::registry::Registry). Nothing here fires a hook. One broken plugin
+//! [`crate::registry::Registry`]. Nothing here fires a hook. One broken plugin
 //! (bad manifest, missing or incompatible library, failing `register`) is reported with the
 //! file it concerns, and every other plugin still loads.
 
@@ -64,7 +64,7 @@ pub struct PluginReport {
     /// Linked into this binary (its crate built with the `static` feature), not loaded
     /// from a library; `library` is then `None`.
     pub linked_static: bool,
-    /// Where its callbacks run (see [`isolation`](crate::plugins::isolation)).
+    /// Where its callbacks run (see [`crate::plugins::isolation`]).
     pub isolation: Isolation,
     /// For an isolated or Python plugin, its worker's pid at load.
     pub worker_pid: Option<u32>,

@@ -6,7 +6,7 @@
 //!   transcripts. [`Server::start`] emits `gateway:startup`; [`Server::receive`] queues a
 //!   message on its chat; [`Server::shutdown`] ends every session and stops the hooks.
 //! - The adapters ([`TcpAdapter`], [`serve_stdio`]) turn JSON lines into [`Inbound`]
-//!   messages and deliver [`Outbound`] ones.
+//!   messages and deliver outbound ones (`wire::Outbound`).
 //! - Sessions are per chat (`<platform>:<chat_id>`, the session key): a chat's messages are
 //!   handled strictly in order, different chats concurrently. `/new` and `/reset` swap in
 //!   a new session; idle sessions expire.
@@ -17,7 +17,7 @@
 //!   message, tool call, tool result and answer ([`TranscriptStore`]).
 //!
 //! The order of everything a message causes is documented in `handle`, and the commands in
-//! [`parse_command`]'s module. The library prints nothing: log lines (a skipped message, a
+//! `commands`. The library prints nothing: log lines (a skipped message, a
 //! refused user) go to the [`GatewayLog`] given to [`Server::start`].
 //!
 //! # Example
