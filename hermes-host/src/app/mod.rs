@@ -8,7 +8,9 @@
 //! - [`server`] is the local message gateway: the agent behind TCP and stdin adapters, with
 //!   sessions per chat, `pre_gateway_dispatch`, gateway events and transcripts.
 //! - [`mod@bench`] measures what the installed hooks cost (`hermes bench`).
+//! - [`logfile`] writes the log files `hermes logs` reads.
 
 pub mod agent;
 pub mod bench;
+pub mod logfile;
 pub mod server;

@@ -30,6 +30,14 @@ pub struct GlobalArgs {
     /// Approve shell hooks that are not yet allowlisted, and record the approval.
     #[arg(long, global = true)]
     pub accept_hooks: bool,
+    /// Also write the log to FILE (rotated by size; read it with `hermes logs FILE`).
+    /// `hermes gateway run` writes HERMES_HOME/logs/gateway.log unless told otherwise.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    /// The log file's format: text (the lines stderr shows, with time and level) or json
+    /// (one object per line).
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "text")]
+    pub log_format: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -53,6 +61,31 @@ pub enum Command {
     },
     /// Measure what the installed hooks cost: native plugins, shell hooks and gateway hooks.
     Bench(Box<BenchArgs>),
+    /// Read a log file (default: the gateway's, HERMES_HOME/logs/gateway.log), filtered.
+    Logs(LogsArgs),
+}
+
+/// `hermes logs`.
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    /// The log: a path, or a name under HERMES_HOME/logs (`gateway` is gateway.log).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Keep printing lines as they are written (across rotations), until interrupted.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only lines at LEVEL or above: trace, debug, info, warn or error.
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<String>,
+    /// Only lines from the last DURATION: 90s, 10m, 2h, 1d.
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only lines containing TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
+    /// How many of the last matching lines to print first (0: all of them).
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 200)]
+    pub lines: usize,
 }
 
 /// `hermes bench`.
@@ -238,6 +271,49 @@ pub enum GatewayCommand {
     /// Make the running gateway of this home reload config.yaml, shell hooks, gateway hooks
     /// and plugins (it is sent SIGHUP; its pid is in HERMES_HOME/gateway.pid).
     Reload,
+    /// Write a systemd user unit for this home's gateway (enabled where systemd runs);
+    /// arguments after -- go to `gateway run`.
+    Install {
+        /// Arguments of `hermes gateway run` (default: the Unix socket in the home).
+        #[arg(last = true, value_name = "RUN_ARGS")]
+        run_args: Vec<String>,
+    },
+    /// Remove the systemd user unit (stopping and disabling it where systemd runs).
+    Uninstall,
+    /// Start the gateway in the background: through systemd when its unit is installed,
+    /// else a supervised process of its own; arguments after -- go to `gateway run`.
+    Start {
+        /// Arguments of `hermes gateway run` (default: those of the last start).
+        #[arg(last = true, value_name = "RUN_ARGS")]
+        run_args: Vec<String>,
+    },
+    /// Stop the gateway: SIGTERM, a graceful shutdown, then SIGKILL after the bound.
+    Stop {
+        /// Seconds to wait for the graceful shutdown.
+        #[arg(long, value_name = "SECS", default_value_t = 30)]
+        timeout: u64,
+    },
+    /// Stop the gateway if it runs, then start it.
+    Restart {
+        /// Seconds to wait for the graceful shutdown.
+        #[arg(long, value_name = "SECS", default_value_t = 30)]
+        timeout: u64,
+        /// Arguments of `hermes gateway run` (default: those of the last start).
+        #[arg(last = true, value_name = "RUN_ARGS")]
+        run_args: Vec<String>,
+    },
+    /// Whether the gateway runs: pid, uptime, endpoints, hooks, last reload, log file.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run `gateway run` and start it again when it fails (what `gateway start` detaches).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(last = true)]
+        run_args: Vec<String>,
+    },
 }
 
 /// `hermes gateway run`.

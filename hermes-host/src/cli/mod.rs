@@ -60,7 +60,20 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     } else {
         "warn"
     });
+    if let Err(e) = cli.global.log_format.parse::<crate::app::logfile::Format>() {
+        eprintln!("hermes: --log-format: {e}");
+        return ExitStatus::Error.into();
+    }
     let settings = Settings::resolve(&cli.global);
+    if let Some(path) = &settings.log_file {
+        match crate::app::logfile::LogFile::open(path, settings.log_format) {
+            Ok(file) => crate::app::logfile::set_global(file),
+            Err(e) => {
+                eprintln!("hermes: --log-file: {e}");
+                return ExitStatus::Error.into();
+            }
+        }
+    }
     match commands::run(cli.command, &settings) {
         Ok(status) => status.into(),
         Err(err) => {
@@ -76,7 +89,7 @@ pub fn init_worker_logging() {
 }
 
 /// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `default`,
-/// written to stderr.
+/// written to stderr; and INFO and above to the log file, once a command opens one.
 fn init_logging(default: &str) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
@@ -85,9 +98,17 @@ fn init_logging(default: &str) {
         .or_else(|| std::env::var("RUST_LOG").ok())
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::prelude::*;
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        // A static filter: DEBUG and TRACE call sites stay disabled, costing nothing.
+        .with(
+            crate::app::logfile::FileLayer
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+        )
         .try_init();
 }

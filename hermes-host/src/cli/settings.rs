@@ -15,6 +15,10 @@ pub struct Settings {
     /// Whether unapproved shell hooks are approved (`--accept-hooks`, `HERMES_ACCEPT_HOOKS`).
     #[allow(dead_code)] // read by the shell-hook commands
     pub accept_hooks: bool,
+    /// `--log-file`: where this command also writes its log.
+    pub log_file: Option<std::path::PathBuf>,
+    /// `--log-format`.
+    pub log_format: crate::app::logfile::Format,
 }
 
 impl Settings {
@@ -45,6 +49,8 @@ impl Settings {
                 policy: Default::default(),
             },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
+            log_file: args.log_file.clone(),
+            log_format: args.log_format.parse().unwrap_or_default(),
         }
     }
 }

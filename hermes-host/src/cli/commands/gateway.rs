@@ -2,6 +2,8 @@
 
 mod reload;
 mod run;
+mod service;
+mod state;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -26,6 +28,17 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
         } => emit(settings, &event, context.as_deref(), deadline),
         GatewayCommand::Run(args) => run::run(*args, settings),
         GatewayCommand::Reload => reload::signal_running(settings),
+        GatewayCommand::Install { run_args } => service::install(settings, &run_args),
+        GatewayCommand::Uninstall => service::uninstall(settings),
+        GatewayCommand::Start { run_args } => service::start(settings, &run_args),
+        GatewayCommand::Stop { timeout } => {
+            service::stop(settings, std::time::Duration::from_secs(timeout))
+        }
+        GatewayCommand::Restart { timeout, run_args } => {
+            service::restart(settings, &run_args, std::time::Duration::from_secs(timeout))
+        }
+        GatewayCommand::Status { json } => service::status(settings, json),
+        GatewayCommand::Supervise { run_args } => service::supervise(settings, &run_args),
     }
 }
 

@@ -4,6 +4,7 @@ mod bench;
 mod gateway;
 mod hooks;
 mod hooks_import;
+mod logs;
 mod plugins;
 mod run;
 
@@ -19,5 +20,6 @@ pub fn run(command: Command, settings: &Settings) -> anyhow::Result<ExitStatus> 
         Command::Hooks { command } => hooks::run(command, settings),
         Command::Gateway { command } => gateway::run(command, settings),
         Command::Bench(args) => bench::run(*args, settings),
+        Command::Logs(args) => logs::run(args, settings),
     }
 }

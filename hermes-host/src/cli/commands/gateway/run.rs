@@ -30,6 +30,7 @@ use anyhow::{Context, bail};
 use hermes_host::config::{Config, Setting};
 use hermes_host::gateway::GatewayLog;
 
+use super::state::{State, StateFile};
 use super::stdout_log;
 use crate::cli::ExitStatus;
 use crate::cli::args::GatewayRunArgs;
@@ -203,10 +204,12 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         Some(_) => Some(tcp_token(settings, &loaded.0)?),
         None => None,
     };
+    let mut endpoints: Vec<String> = Vec::new();
     let tcp = match args.listen {
         Some(addr) => {
             let tcp = TcpAdapter::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
             let bound = tcp.local_addr().context("cannot read the bound address")?;
+            endpoints.push(format!("tcp {bound}"));
             let mut out = std::io::stdout().lock();
             writeln!(out, "{bound}")
                 .and_then(|()| out.flush())
@@ -222,6 +225,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         Some(path) => {
             let unix = UnixAdapter::bind(path)
                 .with_context(|| format!("cannot listen on {}", path.display()))?;
+            endpoints.push(unix.path().display().to_string());
             let mut out = std::io::stdout().lock();
             writeln!(out, "{}", unix.path().display())
                 .and_then(|()| out.flush())
@@ -243,6 +247,40 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     } else {
         stdout_log()
     };
+    // The log file: --log-file, else HERMES_HOME/logs/gateway.log. Every line the gateway
+    // logs goes there too, and so do warnings and errors of the library.
+    let log_file = match crate::app::logfile::global() {
+        Some(file) => Some(file),
+        None => {
+            let path = settings.home.root().join("logs").join("gateway.log");
+            match crate::app::logfile::LogFile::open(&path, settings.log_format) {
+                Ok(file) => {
+                    crate::app::logfile::set_global(file.clone());
+                    Some(file)
+                }
+                Err(e) => {
+                    log.line(&format!("hermes: {e}; logging to stderr only"));
+                    None
+                }
+            }
+        }
+    };
+    let log: Arc<dyn GatewayLog> = match &log_file {
+        Some(file) => {
+            let (screen, file) = (log, file.clone());
+            Arc::new(move |line: &str| {
+                screen.line(line);
+                file.line(line);
+            })
+        }
+        None => log,
+    };
+    if let Some(file) = &log_file {
+        log.line(&format!(
+            "gateway: logging to {}; follow it with `hermes logs --follow`",
+            file.path().display()
+        ));
+    }
 
     let tracer = crate::cli::inputs::tracer(&args.trace, args.trace_file.as_deref())?;
     let hooks = load_hooks_with_config(
@@ -338,6 +376,36 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         drop(stop_tx);
     }
 
+    if args.stdin {
+        endpoints.push("stdin".into());
+    }
+    log.line(&format!(
+        "gateway: serving {} (pid {}); {} plugin(s), {} shell hook(s), {} gateway hook(s)",
+        endpoints.join(", "),
+        std::process::id(),
+        report.plugins.iter().filter(|p| p.error.is_none()).count(),
+        report.shell.registered.len(),
+        report.gateway.len()
+    ));
+    let mut state = State {
+        pid: std::process::id(),
+        started: super::state::now(),
+        endpoints,
+        log_file: log_file.as_ref().map(|f| f.path().to_path_buf()),
+        ..State::default()
+    };
+    state.set_hooks(&report);
+    let state_path = super::state::path(settings);
+    let mut state_file = match StateFile::write(&state_path, state) {
+        Ok(file) => Some(file),
+        Err(e) => {
+            log.line(&format!(
+                "gateway: cannot write {}: {e}; `hermes gateway status` will not see this gateway",
+                state_path.display()
+            ));
+            None
+        }
+    };
     let _pid_file = match super::reload::PidFile::write(settings) {
         Ok(file) => Some(file),
         Err(e) => {
@@ -352,6 +420,13 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         match stop_rx.recv() {
             Ok(Stop::Reload) => {
                 super::reload::reload(&server, settings, &mut report, &mut libraries, &log);
+                if let Some(file) = state_file.as_mut() {
+                    file.update(|s| {
+                        s.set_hooks(&report);
+                        s.last_reload = Some(super::state::now());
+                        s.reloads += 1;
+                    });
+                }
             }
             Ok(Stop::EndOfInput) | Err(_) => break Shutdown::Drain,
             Ok(Stop::Signal(signal)) => {
