@@ -493,3 +493,133 @@ fn python_plugins_are_measured_as_their_own_system_one_round_trip_per_plugin() {
     );
     assert!(!rows.iter().any(|r| r["system"] == "native"), "{doc:#}");
 }
+
+/// What `check.js` found in a page rendered by headless Chromium: text boxes of one chart
+/// that overlap, histograms whose counts do not sum to their sample count, hook names cut
+/// off, and whether the page scrolls sideways at 100% zoom.
+const CHECK_JS: &str = r#"
+window.addEventListener('load', () => {
+  const out = {charts: 0, overlaps: [], sums: [], clipped: [], histograms: 0, wide: false};
+  for (const svg of document.querySelectorAll('svg')) {
+    out.charts++;
+    const boxes = [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const [a, ra] = boxes[i], [b, rb] = boxes[j];
+      const apart = ra.right <= rb.left + 0.5 || rb.right <= ra.left + 0.5 || ra.bottom <= rb.top + 0.5 || rb.bottom <= ra.top + 0.5;
+      if (!apart) out.overlaps.push(a + ' / ' + b);
+    }
+    if (svg.classList.contains('histogram')) {
+      out.histograms++;
+      const sum = [...svg.querySelectorAll('rect.bin')].reduce((s, r) => s + Number(r.dataset.count), 0);
+      if (sum !== Number(svg.dataset.n)) out.sums.push(sum + ' != ' + svg.dataset.n);
+    }
+  }
+  for (const td of document.querySelectorAll('td.name')) {
+    if (td.scrollWidth > td.clientWidth + 1) out.clipped.push(td.textContent);
+  }
+  out.wide = document.documentElement.scrollWidth > window.innerWidth;
+  const pre = document.createElement('pre');
+  pre.id = 'check';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+"#;
+
+/// The report of a home with a sub-microsecond plugin, a millisecond shell hook and a
+/// 20 ms one with a long name, as `hermes bench --html` writes it.
+fn varied_report(home: &TestHome) -> std::path::PathBuf {
+    home.install("noop", "noop", None, None);
+    std::fs::write(home.path().join("delay"), "0.02").unwrap();
+    let slow = home.script(
+        "a-shell-hook-with-a-rather-long-name-that-must-stay-whole-in-the-report.sh",
+        "#!/bin/sh\ncat > /dev/null\nsleep \"$(cat \"$HERMES_HOME/delay\")\"\n",
+    );
+    let fast = home.script("fast.sh", "#!/bin/sh\ncat > /dev/null\n");
+    home.config(&format!(
+        "plugins:\n  enabled: [noop]\nhooks:\n  pre_tool_call:\n    - command: {}\n    - command: {}\n",
+        slow.display(),
+        fast.display()
+    ));
+    for hook in [&slow, &fast] {
+        home.hermes(&["hooks", "allow", &hook.display().to_string()], &[])
+            .expect_code(0);
+    }
+    let html = home.path().join("report.html");
+    home.hermes(
+        &[
+            "bench",
+            "pre_tool_call",
+            "--iterations",
+            "40",
+            "--warmup",
+            "1",
+            "--html",
+            &html.display().to_string(),
+        ],
+        &[],
+    )
+    .expect_code(0);
+    html
+}
+
+/// Renders `page` in headless Chromium at `width` pixels and returns the DOM after its
+/// scripts ran.
+fn chromium_dom(page: &std::path::Path, width: u32) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            &format!("--window-size={width},1200"),
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run chromium ({e}); install Debian's chromium (.ci/run does)")
+        });
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_with_no_text_on_text_and_every_sample_counted() {
+    let home = TestHome::new();
+    let html = varied_report(&home);
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Human tick labels only: no raw nanosecond numbers.
+    for raw in ["500000.0", "2000000.0", "0.0<"] {
+        assert!(!page.contains(raw), "{raw} in the page");
+    }
+    let checked = home.path().join("checked.html");
+    std::fs::write(
+        &checked,
+        page.replace("</body>", &format!("<script>{CHECK_JS}</script></body>")),
+    )
+    .unwrap();
+    let dom = chromium_dom(&checked, 1280);
+    let json = dom
+        .split("<pre id=\"check\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the check did not run; the DOM:\n{dom}"));
+    let found: Value = serde_json::from_str(&json.replace("&quot;", "\"")).unwrap();
+    assert!(found["charts"].as_u64().unwrap() >= 5, "{found}");
+    assert_eq!(found["histograms"], 4, "three hooks and the event: {found}");
+    assert_eq!(found["overlaps"], serde_json::json!([]), "{found}");
+    assert_eq!(found["sums"], serde_json::json!([]), "{found}");
+    assert_eq!(found["clipped"], serde_json::json!([]), "{found}");
+    assert_eq!(found["wide"], false, "the page scrolls sideways: {found}");
+    // The long name is in the page whole.
+    assert!(
+        page.contains("a-shell-hook-with-a-rather-long-name-that-must-stay-whole-in-the-report.sh")
+    );
+}
