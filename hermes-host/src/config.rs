@@ -298,6 +298,11 @@ pub const GATEWAY_KEYS: &[(&str, &str, &str)] = &[
         "string",
         "The token TCP clients send first (16 characters or more).",
     ),
+    (
+        "events",
+        "object",
+        "nats: {url, stream, subject_prefix, credentials_file, max_age, ...}: publish every gateway event to NATS JetStream.",
+    ),
 ];
 
 /// `gateway:`: the settings of the `hermes` gateway. The limits are checked for range by

@@ -332,8 +332,10 @@ fn on_a_terminal(
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    use std::os::unix::process::CommandExt as _;
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command);
+    // A group of its own, so that stopping it stops the whole pipeline.
+    cmd.arg("-c").arg(command).process_group(0);
     op.environment(&mut cmd);
     cmd.env("PATH", path)
         .env("HERMES_HOME", op.home())

@@ -12,5 +12,7 @@
 
 pub mod agent;
 pub mod bench;
+#[cfg(feature = "nats")]
+pub mod fleet;
 pub mod logfile;
 pub mod server;

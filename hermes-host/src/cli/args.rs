@@ -308,12 +308,39 @@ pub enum GatewayCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run this home's gateway hooks on the events of a NATS JetStream stream, as a durable
+    /// consumer (several processes on one durable split the work).
+    Consume(Box<GatewayConsumeArgs>),
     /// Run `gateway run` and start it again when it fails (what `gateway start` detaches).
     #[command(hide = true)]
     Supervise {
         #[arg(last = true)]
         run_args: Vec<String>,
     },
+}
+
+/// `hermes gateway consume`.
+#[derive(Args, Debug)]
+pub struct GatewayConsumeArgs {
+    /// The broker (else gateway.events.nats.url in config.yaml).
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// The durable consumer's name: processes that share it share the work.
+    #[arg(long, value_name = "NAME", default_value = "hermes-hooks")]
+    pub durable: String,
+    /// Seconds the hooks may take with one event before it counts as failed.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub handler_timeout: f64,
+    /// Seconds the broker waits for an ack before delivering an event again (default: the
+    /// handler timeout plus 10).
+    #[arg(long, value_name = "SECS")]
+    pub ack_wait: Option<f64>,
+    /// Deliveries of one event before it is terminated with a log line.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub max_deliver: i64,
+    /// Events handled at once.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub concurrency: usize,
 }
 
 /// `hermes gateway run`.
@@ -371,6 +398,10 @@ pub struct GatewayRunArgs {
     /// `gateway reload` then reaches the one started last).
     #[arg(long)]
     pub beside_another: bool,
+    /// Publish every gateway event to NATS JetStream at URL (else gateway.events.nats in
+    /// config.yaml; the stream and subject prefix come from there, or their defaults).
+    #[arg(long, value_name = "URL")]
+    pub events_nats: Option<String>,
 }
 
 /// `hermes hooks ...`: inspect and manage shell hooks.

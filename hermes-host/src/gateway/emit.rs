@@ -408,6 +408,36 @@ impl Dispatcher {
 
     /// Queues `event` for every hook that resolves for it. Never blocks on a handler.
     pub(crate) fn emit(&self, event_type: &str, context: serde_json::Value) {
+        self.emit_with(event_type, context, None);
+    }
+
+    /// [`emit`](Self::emit), reporting on `done` once every hook handled the event (or
+    /// could not): `Ok` when all succeeded, else the errors.
+    pub(crate) fn emit_tracked(
+        &self,
+        event_type: &str,
+        context: serde_json::Value,
+        done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
+    ) {
+        let expected = self.shared.routes.resolve(event_type).count();
+        if expected == 0 {
+            self.emitted.fetch_add(1, Ordering::Relaxed);
+            let _ = done.send(Ok(()));
+            return;
+        }
+        self.emit_with(
+            event_type,
+            context,
+            Some(super::event::Tracker::new(expected, done)),
+        );
+    }
+
+    fn emit_with(
+        &self,
+        event_type: &str,
+        context: serde_json::Value,
+        tracker: Option<super::event::Tracker>,
+    ) {
         self.emitted.fetch_add(1, Ordering::Relaxed);
         if self.shared.routes.resolve(event_type).next().is_none() {
             return;
@@ -421,7 +451,9 @@ impl Dispatcher {
         } else {
             context
         };
-        let event = Arc::new(Event::new(event_type, context));
+        let mut event = Event::new(event_type, context);
+        event.tracker = tracker;
+        let event = Arc::new(event);
         if self.shared.direct.load(Ordering::Acquire) {
             if !self.shared.route(&event) {
                 self.reject(event_type);
@@ -665,6 +697,9 @@ fn deliver_loop(queue: &HookQueue, handler: &mut Handler, log: &dyn GatewayLog) 
         };
         let Some(event) = event else { break };
         let errors = handler.deliver(&event, &queue.in_flight, &note);
+        if let Some(tracker) = &event.tracker {
+            tracker.handled(&queue.name, &errors);
+        }
         let abandoned = {
             let mut state = queue.lock();
             state.busy = false;

@@ -1,7 +1,8 @@
 //! One emitted gateway event, as every hook's queue and handler sees it: the name, the
 //! context, and the JSON forms handlers read, each serialised once for all hooks.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One emitted event, shared by every queue it is on.
 pub(crate) struct Event {
@@ -11,6 +12,64 @@ pub(crate) struct Event {
     pub context: serde_json::Value,
     context_json: OnceLock<String>,
     request_json: OnceLock<Arc<str>>,
+    /// Who waits for every hook to have handled it (`GatewayHooks::emit_tracked`).
+    pub(crate) tracker: Option<Tracker>,
+}
+
+/// The outcome of one tracked event across its hooks: sent when the last queue lets go of
+/// the event, whether each hook handled it, failed on it, or never got it (dropped from a
+/// full queue, or abandoned at shutdown).
+pub(crate) struct Tracker {
+    expected: usize,
+    handled: AtomicUsize,
+    errors: Mutex<Vec<String>>,
+    done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
+}
+
+impl Tracker {
+    pub(crate) fn new(
+        expected: usize,
+        done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
+    ) -> Tracker {
+        Tracker {
+            expected,
+            handled: AtomicUsize::new(0),
+            errors: Mutex::new(Vec::new()),
+            done,
+        }
+    }
+
+    /// One hook handled the event, with these errors (none: it succeeded).
+    pub(crate) fn handled(&self, hook: &str, errors: &[String]) {
+        self.handled.fetch_add(1, Ordering::AcqRel);
+        if !errors.is_empty() {
+            let mut all = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+            all.extend(errors.iter().map(|e| format!("{hook}: {e}")));
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        let Some(tracker) = self.tracker.take() else {
+            return;
+        };
+        let mut errors =
+            std::mem::take(&mut *tracker.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        let missed = tracker
+            .expected
+            .saturating_sub(tracker.handled.load(Ordering::Acquire));
+        if missed > 0 {
+            errors.push(format!(
+                "{missed} hook(s) never got the event (a full queue dropped it, or the hooks shut down)"
+            ));
+        }
+        let _ = tracker.done.send(if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        });
+    }
 }
 
 impl Event {
@@ -20,6 +79,7 @@ impl Event {
             context,
             context_json: OnceLock::new(),
             request_json: OnceLock::new(),
+            tracker: None,
         }
     }
 

@@ -146,6 +146,32 @@ impl Default for GatewayOptions {
     }
 }
 
+/// The outcome of an [`emit_tracked`](GatewayHooks::emit_tracked) event, once every hook
+/// subscribed to it has handled it (or could not).
+pub struct Delivery(std::sync::mpsc::Receiver<Result<(), Vec<String>>>);
+
+impl Delivery {
+    /// Waits up to `timeout`: `Ok` when every hook handled the event without an error;
+    /// else the errors, each naming its hook (a hook that never got the event, because a
+    /// full queue dropped it or the hooks shut down, is one too), or that time ran out.
+    ///
+    /// # Errors
+    ///
+    /// As above.
+    pub fn wait(&self, timeout: Duration) -> Result<(), Vec<String>> {
+        match self.0.recv_timeout(timeout) {
+            Ok(outcome) => outcome,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(vec![format!(
+                "the hooks did not finish within {} s",
+                timeout.as_secs_f64()
+            )]),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(vec!["the hooks shut down before handling the event".into()])
+            }
+        }
+    }
+}
+
 /// The kind of handler a hook has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HookKind {
@@ -545,6 +571,26 @@ impl GatewayHooks {
     /// ```
     pub fn emit(&self, event: &str, context: serde_json::Value) {
         self.dispatcher.emit(event, context);
+    }
+
+    /// [`emit`](GatewayHooks::emit), with a [`Delivery`] that says when every hook
+    /// subscribed to `event` has handled it, and how: what a consumer that acknowledges
+    /// an event only once its hooks ran (`hermes gateway consume`) waits for.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use hermes_host::{gateway::{GatewayHooks, MemoryLog}, home::Home};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let hooks = GatewayHooks::discover(&Home::at(dir.path()), Arc::new(MemoryLog::default()));
+    /// let delivery = hooks.emit_tracked("agent:start", serde_json::json!({}));
+    /// // No hook takes it: done at once.
+    /// assert_eq!(delivery.wait(Duration::from_secs(1)), Ok(()));
+    /// ```
+    pub fn emit_tracked(&self, event: &str, context: serde_json::Value) -> Delivery {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.dispatcher.emit_tracked(event, context, tx);
+        Delivery(rx)
     }
 
     /// The hooks an [`emit`](GatewayHooks::emit) of `event` would call, in call order: exact

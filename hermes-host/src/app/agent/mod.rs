@@ -179,6 +179,14 @@ pub struct Agent {
     /// there: `hermes run` does; the gateway keeps its own transcripts, in the reference's
     /// shape, and its environment files appear when a hook writes one.
     pub claude_transcripts: bool,
+    /// Where gateway events are published besides the local hooks (NATS JetStream).
+    pub events: Option<Arc<dyn EventSink>>,
+}
+
+/// Where gateway events go besides the local gateway hooks: the fleet's stream.
+pub trait EventSink: Send + Sync {
+    /// Takes `event` with `context`; must never wait on a network or a disk.
+    fn publish(&self, event: &str, context: &Value);
 }
 
 /// Continuations in a row a Stop hook may ask for before the agent stops anyway.
@@ -220,6 +228,9 @@ impl Agent {
 
     /// Emits a gateway event, when running behind the gateway.
     pub fn emit(&self, event: &str, context: Value) {
+        if let Some(events) = &self.events {
+            events.publish(event, &context);
+        }
         if let Some(gateway) = &self.gateway {
             let hooks = gateway.resolve(event).len();
             self.tracer.gateway(event, &context, hooks);

@@ -91,7 +91,7 @@ impl Default for GatewayLimits {
 }
 
 /// The keys of the `gateway:` block that are not limits, read elsewhere.
-const OTHER_KEYS: &[&str] = &["allowed_users", "token"];
+const OTHER_KEYS: &[&str] = &["allowed_users", "token", "events"];
 
 impl GatewayLimits {
     /// The limits of `config`, with one warning line per key that could not be used (the

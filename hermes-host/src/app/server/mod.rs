@@ -381,6 +381,7 @@ mod tests {
             max_stop_continuations: crate::app::agent::DEFAULT_STOP_CONTINUATIONS,
             session_files: None,
             claude_transcripts: false,
+            events: None,
         }
     }
 

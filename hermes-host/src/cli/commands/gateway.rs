@@ -1,5 +1,6 @@
 //! `hermes gateway hooks | emit | run | reload`.
 
+mod consume;
 mod reload;
 mod run;
 mod service;
@@ -39,6 +40,7 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
         }
         GatewayCommand::Status { json } => service::status(settings, json),
         GatewayCommand::Supervise { run_args } => service::supervise(settings, &run_args),
+        GatewayCommand::Consume(args) => consume::run(*args, settings),
     }
 }
 

@@ -67,6 +67,7 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         max_stop_continuations: crate::app::agent::stop_continuations(&config),
         session_files: Some(settings.home.sessions_dir()),
         claude_transcripts: true,
+        events: None,
     };
     let results = agent.run_script(&script, &cwd);
     if results.iter().any(|r| r.interrupted) {

@@ -122,6 +122,17 @@ fn take_stdout_for_protocol() -> std::io::Result<std::fs::File> {
     Ok(unsafe { std::fs::File::from_raw_fd(private) })
 }
 
+/// The publisher's counters, as the state file keeps them.
+fn event_counts(publisher: &crate::app::fleet::publish::Publisher) -> super::state::EventCounts {
+    use std::sync::atomic::Ordering;
+    let c = publisher.counters();
+    super::state::EventCounts {
+        published: c.published.load(Ordering::Relaxed),
+        spooled: c.spooled.load(Ordering::Relaxed),
+        dropped: c.dropped.load(Ordering::Relaxed),
+    }
+}
+
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     if !value.is_finite() || value < 0.0 {
         bail!("{flag} must be a number of seconds, 0 or more");
@@ -325,6 +336,53 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
             fallback
         }
     };
+    // The fleet: every gateway event to JetStream, from before `gateway:startup`.
+    let nats = match &args.events_nats {
+        Some(url) => Some(crate::app::fleet::NatsSettings {
+            url: url.clone(),
+            ..crate::app::fleet::NatsSettings::from_config(&config.gateway)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| crate::app::fleet::NatsSettings::for_url(url))
+        }),
+        None => match crate::app::fleet::NatsSettings::from_config(&config.gateway) {
+            Ok(settings) => settings,
+            Err(why) => {
+                log.line(&format!(
+                    "hermes: config.yaml: {why}; events are not published"
+                ));
+                None
+            }
+        },
+    };
+    let publisher = match nats {
+        Some(nats) => {
+            let name = settings
+                .home
+                .root()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let spool = settings.home.root().join("spool").join("events");
+            log.line(&format!(
+                "gateway: events: publishing to {} (stream {}, subjects {}), spooling under {} while it is unreachable",
+                nats.url,
+                nats.stream,
+                nats.all_subjects(),
+                spool.display()
+            ));
+            let publisher = crate::app::fleet::publish::Publisher::start(
+                nats,
+                &name,
+                &spool,
+                runtime.handle(),
+                log.clone(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            Some(publisher)
+        }
+        None => None,
+    };
     let agent = Agent {
         registry: Arc::new(registry),
         gateway: gateway_hooks.map(Arc::new),
@@ -339,6 +397,9 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         // files appear when a SessionStart hook writes one.
         session_files: Some(settings.home.sessions_dir()),
         claude_transcripts: false,
+        events: publisher
+            .clone()
+            .map(|p| p as Arc<dyn crate::app::agent::EventSink>),
     };
     let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
     options.platform = args.platform;
@@ -417,7 +478,18 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         }
     };
     let how = loop {
-        match stop_rx.recv() {
+        let received = match stop_rx.recv_timeout(Duration::from_secs(2)) {
+            Ok(stop) => Ok(stop),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // The event counters, for `gateway status`.
+                if let (Some(file), Some(p)) = (state_file.as_mut(), &publisher) {
+                    file.update(|s| s.events = Some(event_counts(p)));
+                }
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(()),
+        };
+        match received {
             Ok(Stop::Reload) => {
                 super::reload::reload(&server, settings, &mut report, &mut libraries, &log);
                 if let Some(file) = state_file.as_mut() {
@@ -428,7 +500,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
                     });
                 }
             }
-            Ok(Stop::EndOfInput) | Err(_) => break Shutdown::Drain,
+            Ok(Stop::EndOfInput) | Err(()) => break Shutdown::Drain,
             Ok(Stop::Signal(signal)) => {
                 let name = if signal == libc::SIGINT {
                     "SIGINT"
@@ -461,6 +533,15 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         ));
     }
     log.line(&line);
+    if let Some(publisher) = &publisher {
+        // What is still queued goes to the broker, or to the spool for the next run.
+        publisher.shutdown(runtime.handle(), Duration::from_secs(10));
+        let c = event_counts(publisher);
+        log.line(&format!(
+            "gateway: events: {} published, {} spooled, {} dropped",
+            c.published, c.spooled, c.dropped
+        ));
+    }
     // Tasks still waiting on idle clients end with the runtime; nothing of theirs is
     // unwritten (the router flushed or gave up above).
     drop(_inside);

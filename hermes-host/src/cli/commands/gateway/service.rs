@@ -366,6 +366,7 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
                 "gateway_hooks": state.gateway_hooks,
                 "last_reload": state.last_reload,
                 "reloads": state.reloads,
+                "events": state.events,
                 "log_file": log_file,
                 "supervised": read_service(settings).is_some_and(|s| state::command_has(s.supervisor, &[b"gateway", b"supervise"])),
             })
@@ -408,6 +409,13 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
         None => "never".into(),
     };
     let _ = writeln!(out, "  last reload: {reload}");
+    if let Some(events) = &state.events {
+        let _ = writeln!(
+            out,
+            "  events: {} published, {} spooled, {} dropped",
+            events.published, events.spooled, events.dropped
+        );
+    }
     let _ = writeln!(
         out,
         "  log: {}; follow it with `hermes logs --follow`",

@@ -36,6 +36,17 @@ pub struct State {
     pub last_reload: Option<u64>,
     /// Reloads since the start.
     pub reloads: u64,
+    /// What the publisher did, when the gateway publishes its events (NATS).
+    #[serde(default)]
+    pub events: Option<EventCounts>,
+}
+
+/// Events published to the fleet's stream, waiting in the spool, and lost.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EventCounts {
+    pub published: u64,
+    pub spooled: u64,
+    pub dropped: u64,
 }
 
 impl State {
