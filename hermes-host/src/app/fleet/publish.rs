@@ -242,13 +242,7 @@ impl Task {
                 if !self.drain_spool(context).await {
                     jetstream = None;
                     next_try = Instant::now() + RETRY;
-                    if !outage_logged {
-                        self.log.line(&format!(
-                            "WARN gateway: events: {} stopped answering; spooling events until it does",
-                            self.settings.url
-                        ));
-                        outage_logged = true;
-                    }
+                    self.stopped_answering(&mut outage_logged);
                 }
             }
             if !batch.is_empty() {
@@ -261,13 +255,7 @@ impl Task {
                         // The broker failed in the middle: off to the spool from there.
                         jetstream = None;
                         next_try = Instant::now() + RETRY;
-                        if !outage_logged {
-                            self.log.line(&format!(
-                                "WARN gateway: events: {} stopped answering; spooling events until it does",
-                                self.settings.url
-                            ));
-                            outage_logged = true;
-                        }
+                        self.stopped_answering(&mut outage_logged);
                     }
                     let lost = self.spool.append(&batch[sent..]);
                     if lost > 0 {
@@ -298,6 +286,17 @@ impl Task {
                 }
                 break;
             }
+        }
+    }
+
+    /// Says once per outage that the broker stopped answering.
+    fn stopped_answering(&self, outage_logged: &mut bool) {
+        if !*outage_logged {
+            self.log.line(&format!(
+                "WARN gateway: events: {} stopped answering; spooling events until it does",
+                self.settings.url
+            ));
+            *outage_logged = true;
         }
     }
 
