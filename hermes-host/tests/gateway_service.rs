@@ -406,3 +406,39 @@ fn the_seed_boot_md_tutorial_step_3_works_as_written() {
         "{seen}"
     );
 }
+
+#[test]
+fn the_log_file_gets_the_librarys_info_lines_that_stderr_leaves_out() {
+    let op = Operator::new();
+    let hook = op.home().join("hook.sh");
+    std::fs::write(&hook, "#!/bin/sh\ncat >/dev/null\n").unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        op.home().join("config.yaml"),
+        format!(
+            "hooks:\n  pre_tool_call:\n    - command: {}\n",
+            hook.display()
+        ),
+    )
+    .unwrap();
+    let out = op
+        .command(&[
+            "--accept-hooks",
+            "gateway",
+            "run",
+            "--stdin",
+            "--trace",
+            "off",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    // INFO: not on stderr (its filter is WARN), in the file.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("auto-approved"), "{stderr}");
+    let log = ok(&op.hermes(&["logs", "--grep", "auto-approved"]));
+    assert!(
+        log.contains(" INFO hermes_host::shell: shell hook auto-approved"),
+        "{log}"
+    );
+}

@@ -206,9 +206,22 @@ pub fn split_level(line: &str) -> (&'static str, &str) {
 /// The file [`FileLayer`] writes `tracing` events to, once a command opened one.
 static SINK: OnceLock<Arc<LogFile>> = OnceLock::new();
 
+/// What turns [`FileLayer`]'s filter on, installed with the subscriber.
+static ENABLE: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+
+/// Installs what [`set_global`] calls to let INFO events through to the file: the layer's
+/// filter stays off until then, so the level hint is unchanged while no file is open.
+pub fn on_open(enable: Box<dyn Fn() + Send + Sync>) {
+    let _ = ENABLE.set(enable);
+}
+
 /// Makes `file` where `tracing` events go from now on (the first call wins).
 pub fn set_global(file: Arc<LogFile>) {
-    let _ = SINK.set(file);
+    if SINK.set(file).is_ok() {
+        if let Some(enable) = ENABLE.get() {
+            enable();
+        }
+    }
 }
 
 /// The file `tracing` events go to, when a command opened one.
@@ -217,7 +230,8 @@ pub fn global() -> Option<Arc<LogFile>> {
 }
 
 /// A `tracing` layer writing events at INFO and above to the global log file, whatever
-/// filter stderr has: the file is what an operator reads afterwards.
+/// filter stderr has: the file is what an operator reads afterwards. Its filter is off
+/// until a file is opened (see [`on_open`]).
 pub struct FileLayer;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for FileLayer {

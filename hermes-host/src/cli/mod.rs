@@ -99,16 +99,20 @@ fn init_logging(default: &str) {
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new(default));
     use tracing_subscriber::prelude::*;
+    let (file_filter, enable) =
+        tracing_subscriber::reload::Layer::new(tracing_subscriber::filter::LevelFilter::OFF);
+    crate::app::logfile::on_open(Box::new(move || {
+        let _ = enable.modify(|f| *f = tracing_subscriber::filter::LevelFilter::INFO);
+    }));
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter);
     let _ = tracing_subscriber::registry()
         .with(stderr)
-        // A static filter: DEBUG and TRACE call sites stay disabled, costing nothing.
-        .with(
-            crate::app::logfile::FileLayer
-                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
-        )
+        // Off until a command opens a log file, then INFO: the level hint plugins read
+        // (`LevelFilter::current`) stays the stderr filter's, so a plugin's `info!` costs
+        // nothing per firing where nothing would write it.
+        .with(crate::app::logfile::FileLayer.with_filter(file_filter))
         .try_init();
 }
