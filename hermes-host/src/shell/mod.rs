@@ -971,36 +971,38 @@ fn claude_input(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (String, S
 /// `$HERMES_HOME/sessions/<session>.<ext>` of the firing's session, when it exists: the
 /// transcript (`jsonl`) and the environment file (`env`) the agent keeps for it.
 fn session_file(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
+    session_path(kwargs, ext).filter(|path| path.is_file())
+}
+
+/// Where `$HERMES_HOME/sessions/<session>.<ext>` of the firing's session is, whether or not
+/// it exists; `None` without a session, a home, or for an id that is not a plain name.
+fn session_path(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
     let id = claude::session_of(kwargs);
     // A session id is a file name here: nothing that could leave the directory.
     if id.is_empty() || id.contains('/') || id.starts_with('.') {
         return None;
     }
     let home = std::env::var_os("HERMES_HOME")?;
-    let path = PathBuf::from(home)
-        .join("sessions")
-        .join(format!("{id}.{ext}"));
-    path.is_file().then_some(path)
+    Some(
+        PathBuf::from(home)
+            .join("sessions")
+            .join(format!("{id}.{ext}")),
+    )
 }
 
 /// The environment file of the firing's session, `$HERMES_HOME/sessions/<session>.env`,
 /// created empty (private to the user) when the session has none yet: a gateway session
 /// gets one only when a SessionStart hook may write to it.
 fn session_env_file(kwargs: &Map<String, Value>) -> Option<PathBuf> {
-    if let Some(path) = session_file(kwargs, "env") {
+    let path = session_path(kwargs, "env")?;
+    if path.is_file() {
         return Some(path);
     }
-    let id = claude::session_of(kwargs);
-    if id.is_empty() || id.contains('/') || id.starts_with('.') {
-        return None;
-    }
-    let dir = PathBuf::from(std::env::var_os("HERMES_HOME")?).join("sessions");
-    let path = dir.join(format!("{id}.env"));
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
     let created = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&dir)
+        .create(path.parent()?)
         .and_then(|()| {
             std::fs::OpenOptions::new()
                 .write(true)

@@ -30,7 +30,7 @@ pub fn run(command: GatewayCommand, settings: &Settings) -> anyhow::Result<ExitS
         GatewayCommand::Run(args) => run::run(*args, settings),
         GatewayCommand::Reload => reload::signal_running(settings),
         GatewayCommand::Install { run_args } => service::install(settings, &run_args),
-        GatewayCommand::Uninstall => service::uninstall(settings),
+        GatewayCommand::Uninstall => service::uninstall(),
         GatewayCommand::Start { run_args } => service::start(settings, &run_args),
         GatewayCommand::Stop { timeout } => {
             service::stop(settings, std::time::Duration::from_secs(timeout))

@@ -155,7 +155,7 @@ pub fn install(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatu
     Ok(ExitStatus::Success)
 }
 
-pub fn uninstall(settings: &Settings) -> anyhow::Result<ExitStatus> {
+pub fn uninstall() -> anyhow::Result<ExitStatus> {
     let Some(path) = unit_path() else {
         bail!("neither XDG_CONFIG_HOME nor HOME is set: no systemd user unit to remove");
     };
@@ -169,7 +169,6 @@ pub fn uninstall(settings: &Settings) -> anyhow::Result<ExitStatus> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot remove {}", path.display())),
     }
-    let _ = settings;
     Ok(ExitStatus::Success)
 }
 
