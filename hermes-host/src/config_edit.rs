@@ -68,15 +68,23 @@ pub fn update<T>(
             return Err(err(format!("{}: {e}", lock_path.display())));
         }
     }
-    remove_orphan_temporaries(&path);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    // A dotfiles `config.yaml` is a link: the edit goes to the file it names, which stays
+    // where it is (replacing the link with a copy would silently fork the user's config).
+    let target = match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(&path)
+            .map_err(|e| err(format!("it is a link that does not resolve: {e}")))?,
+        _ => path.clone(),
+    };
+    remove_orphan_temporaries(&target);
+    let text = match crate::private_file::read_regular(&target) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| err("it is not UTF-8 text".into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(err(e.to_string())),
     };
     let (new_text, out) = change(&text).map_err(err)?;
     if new_text != text {
-        write_atomically(&path, &new_text).map_err(err)?;
+        writable(&target).map_err(err)?;
+        write_atomically(&target, &new_text).map_err(err)?;
     }
     drop(lock);
     Ok(out)
@@ -146,6 +154,37 @@ fn same_but_lists(a: &Config, b: &Config) -> bool {
     a.plugins_enabled() == b.plugins_enabled()
         && a.plugins_disabled() == b.plugins_disabled()
         && rest(a) == rest(b)
+}
+
+/// Refuses to replace a file its owner made read-only, or one in a read-only directory
+/// (by the mode bits, which root would otherwise ignore), saying which of the two it is.
+fn writable(target: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(meta) = std::fs::metadata(target) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o200 == 0 {
+            return Err(format!(
+                "{} is read-only (mode {mode:04o}); make it writable (`chmod u+w {}`) to let hermes change it, or edit it by hand",
+                target.display(),
+                target.display()
+            ));
+        }
+    }
+    let dir = target.parent().unwrap_or(Path::new("."));
+    if let Ok(meta) = std::fs::metadata(dir) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o200 == 0 {
+            return Err(format!(
+                "the directory {} is read-only (mode {mode:04o}), so {} cannot be replaced; make the directory writable (`chmod u+w {}`)",
+                dir.display(),
+                target
+                    .file_name()
+                    .map_or("the file".into(), |n| n.to_string_lossy()),
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn lock_path(config: &Path) -> PathBuf {

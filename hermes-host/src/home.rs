@@ -85,6 +85,55 @@ impl Home {
         self.root.join("sessions")
     }
 
+    /// Checks that the home, and its `sessions/` and `logs/` where they exist, belong to
+    /// the user (or root) and that no one else may write them, sticky bit or not: the
+    /// host sources session environment files from there, appends to logs, and finds its
+    /// gateway through files there, so another user's home would run what that user
+    /// wrote. A missing home is fine (it is created private).
+    ///
+    /// ```
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let home = hermes_host::home::Home::at(dir.path());
+    /// assert!(home.check_trusted().is_ok());
+    /// std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    /// assert!(home.check_trusted().unwrap_err().contains("writable by others"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// One line naming the directory, what is wrong with it and the fix.
+    pub fn check_trusted(&self) -> Result<(), String> {
+        for path in [
+            self.root.clone(),
+            self.sessions_dir(),
+            self.root.join("logs"),
+        ] {
+            let finding = ownership::inspect(&path, Role::Home).or_else(|| {
+                use std::os::unix::fs::MetadataExt as _;
+                // A sticky directory protects files from each other's owners, not the
+                // names not yet taken: another user could create `sessions/x.env` first.
+                let mode = std::fs::metadata(&path).ok()?.mode() & 0o777;
+                (mode & 0o002 != 0).then(|| ownership::Finding {
+                    path: path.clone(),
+                    role: Role::Home,
+                    problem: ownership::Problem::Writable {
+                        mode,
+                        who: "others",
+                    },
+                })
+            });
+            if let Some(finding) = finding {
+                return Err(format!(
+                    "{}: another user could plant files that hermes runs or reads back as you (session environment files, logs, the gateway's state); run `{}`, or use a home of your own (--home DIR)",
+                    finding.what(),
+                    finding.fix()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads `config.yaml`. A missing file is an empty config; a malformed one is an empty
     /// config plus an error that names the file. So is one that another user could change
     /// (writable by group or others, or owned by someone else than you or root, as
@@ -120,7 +169,10 @@ impl Home {
             );
             return (Config::default(), Some(ConfigError { path, message }));
         }
-        let text = match std::fs::read_to_string(&path) {
+        // A FIFO (or a device) there would hang every command on the read.
+        let text = match crate::private_file::read_regular(&path)
+            .and_then(|bytes| String::from_utf8(bytes).map_err(std::io::Error::other))
+        {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Config::default(), None),
             Err(e) => {
@@ -171,6 +223,34 @@ impl Home {
         drop(file);
         std::fs::rename(&tmp, &path).map_err(|e| err(e.to_string()))
     }
+}
+
+/// Checks that `id` can name a session's files (`sessions/<id>.jsonl`, `.env`): a plain
+/// file name, as every session id must be, whoever chose it (a script, a gateway client,
+/// a hook's payload). Not empty, at most 200 bytes, no `/`, `\`, NUL or control
+/// character, and not starting with `.`.
+///
+/// ```
+/// use hermes_host::home::check_session_id;
+/// assert!(check_session_id("20261207_030405_ab12").is_ok());
+/// assert!(check_session_id("../../shared/trav").is_err());
+/// assert!(check_session_id(".hidden").is_err());
+/// ```
+///
+/// # Errors
+///
+/// A message that quotes the id and says what a session id may be.
+pub fn check_session_id(id: &str) -> Result<(), String> {
+    let bad = id.is_empty()
+        || id.len() > 200
+        || id.starts_with('.')
+        || id.chars().any(|c| c == '/' || c == '\\' || c.is_control());
+    if bad {
+        return Err(format!(
+            "session id {id:?} is not a plain name: use letters, digits, `-`, `_` (no `/`, no leading `.`, at most 200 bytes)"
+        ));
+    }
+    Ok(())
 }
 
 fn default_root() -> PathBuf {

@@ -80,6 +80,7 @@ pub mod nesting;
 pub mod ownership;
 pub mod payload;
 pub mod plugins;
+pub mod private_file;
 pub mod process;
 pub mod pyfmt;
 pub mod registry;

@@ -151,6 +151,38 @@ pub fn read_lines(mut input: impl Read, max: usize, mut each: impl FnMut(Piece<'
     }
 }
 
+/// `text` with every control character shown as an escape (`\r`, `\n`, `\t`, `\x1b`,
+/// `\u{9b}`), for one line of a log: a value someone else chose (a chat's `user_id`, a
+/// plugin's log record) can then neither forge a whole log line with `\r\n` nor drive the
+/// terminal of whoever reads the log with escape sequences. Borrowed when there is nothing
+/// to escape, which is nearly always.
+///
+/// ```
+/// use hermes_host::lines::escape_controls;
+/// assert_eq!(escape_controls("plain"), "plain");
+/// assert_eq!(escape_controls("u1\r\nINFO gateway: reloaded"), "u1\\r\\nINFO gateway: reloaded");
+/// assert_eq!(escape_controls("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+/// ```
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

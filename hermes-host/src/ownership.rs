@@ -41,6 +41,9 @@ pub enum Role {
     Allowlist,
     /// `config.yaml`.
     Config,
+    /// The Hermes home, or its `sessions/` or `logs/`: where the host keeps files it reads
+    /// back and runs (a session's environment file is sourced before commands).
+    Home,
 }
 
 impl Role {
@@ -56,6 +59,7 @@ impl Role {
             Role::ShellScriptDir => "directory of a shell hook script",
             Role::Allowlist => "shell hook allowlist",
             Role::Config => "configuration",
+            Role::Home => "Hermes home",
         }
     }
 }

@@ -364,12 +364,26 @@ impl Group {
 }
 
 impl Drop for Group {
-    /// A child nobody waited for is killed with its group and reaped.
+    /// A child nobody waited for is killed with its group and reaped. When the leader has
+    /// exited already, what it started in its group (a plugin's `subprocess.Popen`) is
+    /// killed too: nothing of a group outlives the host letting it go.
     fn drop(&mut self) {
         drop(self.child.stdin.take());
-        if let Ok(None) = self.try_wait() {
-            let _ = self.signal_kill();
-            self.reap_soon();
+        match self.try_wait() {
+            Ok(None) => {
+                let _ = self.signal_kill();
+                self.reap_soon();
+            }
+            Ok(Some(_)) if !self.shared && !self.detached => {
+                // The leader is reaped, so a process of that number now would be another
+                // one's (a reused pid), whose group is not ours; without one, the number
+                // cannot be reused while the group has members, and they are ours.
+                let pid = self.child.id();
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = kill_group(pid);
+                }
+            }
+            _ => {}
         }
     }
 }

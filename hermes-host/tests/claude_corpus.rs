@@ -712,25 +712,32 @@ fn with_cwd_from_elsewhere_a_formatter_and_a_git_branch_check_act_on_the_project
     assert!(!c.file("ran.txt").exists(), "{}", ran.describe());
 }
 
+/// A guard as careful ones are published: it resolves `file_path` (symlinks and `..`) and
+/// denies anything outside the project or under its `secrets/`.
+fn realpath_guard(c: &Corpus) {
+    let guard = c.home().join("guard_paths.py");
+    Corpus::python_script(
+        &guard,
+        "import json, os, sys\nd = json.load(sys.stdin)\ni = d['tool_input']\np = i.get('file_path') or i.get('path') or ''\nroot = os.path.realpath(os.environ['CLAUDE_PROJECT_DIR'])\nreal = os.path.realpath(p)\nwhy = None\nif not p.startswith('/'):\n    why = 'not absolute: ' + p\nelif os.path.commonpath([real, root]) != root:\n    why = 'outside the project: ' + p + ' is ' + real\nelif real.startswith(os.path.join(root, 'secrets') + '/'):\n    why = 'secrets/ is off limits: ' + p\nif why:\n    print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny', 'permissionDecisionReason': why}}))\n",
+    );
+    std::fs::write(
+        c.home().join("config.yaml"),
+        format!(
+            "hooks:\n  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Write|Read\n",
+            guard.display()
+        ),
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_relative_write_path_is_denied_by_a_guard_that_compares_absolute_paths() {
     // Claude Code always passes an absolute `file_path`; guards compare it with the
     // project's protected directories.
     let c = Corpus::new("pre_tool_call", Some("Write"), "validate_bash.py");
     std::fs::create_dir(c.file("secrets")).unwrap();
-    let guard = c.home().join("guard_paths.py");
-    Corpus::python_script(
-        &guard,
-        "import json, os, sys\nd = json.load(sys.stdin)\np = d['tool_input'].get('file_path', '')\nroot = os.environ['CLAUDE_PROJECT_DIR']\nif not p.startswith('/'):\n    sys.exit(0)\nif p.startswith(os.path.join(root, 'secrets') + '/'):\n    print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse', 'permissionDecision': 'deny', 'permissionDecisionReason': 'secrets/ is off limits: ' + p}}))\n",
-    );
-    std::fs::write(
-        c.home().join("config.yaml"),
-        format!(
-            "hooks:\n  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Write\n",
-            guard.display()
-        ),
-    )
-    .unwrap();
+    std::fs::create_dir(c.file("references")).unwrap();
+    realpath_guard(&c);
     let (ran, _) = c.run(
         &one_turn(
             "write",
@@ -738,8 +745,80 @@ fn a_relative_write_path_is_denied_by_a_guard_that_compares_absolute_paths() {
         ),
         "deny",
     );
-    ran.says(&["secrets/ is off limits", "/secrets/key.txt"]);
+    // The guard saw the path as the model wrote it, made absolute and nothing else.
+    ran.says(&["secrets/ is off limits", "/references/../secrets/key.txt"]);
     assert!(!c.file("secrets/key.txt").exists(), "{}", ran.describe());
+}
+
+#[test]
+fn a_symlink_behind_dotdot_is_the_file_the_guard_judges_and_the_tool_touches() {
+    // `ref -> <outside>/a`: to the kernel `ref/../secret.txt` is `<outside>/secret.txt`.
+    // Folding `..` first would show the guard `<project>/secret.txt`, and the tool would
+    // then read the file outside.
+    let c = Corpus::new("pre_tool_call", Some("Write"), "validate_bash.py");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(outside.path().join("a")).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+    std::fs::write(c.file("secret.txt"), "project file").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("a"), c.file("ref")).unwrap();
+    realpath_guard(&c);
+    let (ran, _) = c.run(
+        &one_turn(
+            "read and write",
+            "      - tool: read_file\n        args: {path: ref/../secret.txt}\n      - tool: write_file\n        args: {path: ref/../planted.txt, content: planted}\n      - tool: read_file\n        args: {path: secret.txt}\n      - final: done\n        echo: true\n",
+        ),
+        "deny",
+    );
+    ran.says(&["outside the project", "/ref/../secret.txt", "project file"])
+        .never_says(&["outside secret"]);
+    assert!(
+        !outside.path().join("planted.txt").exists(),
+        "{}",
+        ran.describe()
+    );
+    assert!(!c.file("planted.txt").exists(), "{}", ran.describe());
+}
+
+#[test]
+fn a_published_guard_looking_for_dotdot_sees_the_traversal() {
+    // plugin-dev's validate-write.sh, as published: it denies any path with `..` in it.
+    let c = Corpus::new("pre_tool_call", Some("Write"), "validate_bash.py");
+    let guard = c.home().join("validate-write.sh");
+    bash_script(
+        &guard,
+        "input=$(cat)\nfile_path=$(printf '%s' \"$input\" | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"tool_input\"].get(\"file_path\", \"\"))')\nif [[ \"$file_path\" == *\"..\"* ]]; then\n  echo '{\"decision\": \"deny\", \"reason\": \"Path traversal detected\"}' >&2\n  exit 2\nfi\nexit 0\n",
+    );
+    hooks_config(
+        &c,
+        &format!(
+            "  pre_tool_call:\n    - command: {}\n      format: claude\n      matcher: Write\n",
+            guard.display()
+        ),
+    );
+    // Named after the work directory, so runs beside each other never share it.
+    let escape = format!(
+        "escape-{}.txt",
+        c.work().file_name().unwrap().to_str().unwrap()
+    );
+    let (ran, _) = c.run(
+        &one_turn(
+            "escape",
+            &format!("      - tool: write_file\n        args: {{path: ../{escape}, content: x}}\n      - tool: write_file\n        args: {{path: inside.txt, content: y}}\n      - final: done\n"),
+        ),
+        "deny",
+    );
+    ran.says(&["Path traversal detected"]);
+    assert!(
+        !c.work().parent().unwrap().join(&escape).exists(),
+        "{}",
+        ran.describe()
+    );
+    assert_eq!(
+        std::fs::read_to_string(c.file("inside.txt")).unwrap(),
+        "y",
+        "{}",
+        ran.describe()
+    );
 }
 
 #[test]

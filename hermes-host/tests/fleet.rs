@@ -20,12 +20,23 @@ struct Broker {
     child: Option<Child>,
     port: u16,
     store: PathBuf,
+    config: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
 impl Broker {
     fn start() -> Broker {
+        Broker::start_with(None)
+    }
+
+    /// A broker whose configuration file says `config` (`max_payload: 65536`, say).
+    fn start_with(config: Option<&str>) -> Broker {
         let dir = tempfile::tempdir().unwrap();
+        let config = config.map(|text| {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -35,6 +46,7 @@ impl Broker {
             child: None,
             port,
             store: dir.path().join("store"),
+            config,
             _dir: dir,
         };
         broker.up();
@@ -47,7 +59,11 @@ impl Broker {
 
     /// Starts the server (again, on the same port and store) and waits until it accepts.
     fn up(&mut self) {
-        let child = Command::new("nats-server")
+        let mut cmd = Command::new("nats-server");
+        if let Some(config) = &self.config {
+            cmd.arg("-c").arg(config);
+        }
+        let child = cmd
             .args(["-js", "-sd"])
             .arg(&self.store)
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
@@ -194,11 +210,22 @@ fn gateway_burst(broker: &Broker, chats: usize) -> u64 {
     published(&log).unwrap_or_else(|| panic!("no events line:\n{log}"))
 }
 
+/// The events of a gateway that are in the stream, from its last log line: those the
+/// broker took as new, and those it already had (an ack lost in an outage, the event sent
+/// again from the spool).
 fn published(log: &str) -> Option<u64> {
-    log.lines()
+    let line = log
+        .lines()
         .filter(|l| l.contains(" published, "))
-        .find_map(|l| l.strip_prefix("gateway: events: "))
-        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .find_map(|l| l.strip_prefix("gateway: events: "))?;
+    let new: u64 = line.split(' ').next()?.parse().ok()?;
+    let again: u64 = line
+        .rsplit(", ")
+        .next()
+        .and_then(|part| part.strip_suffix(" duplicate(s) the broker had already"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Some(new + again)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
@@ -436,4 +463,209 @@ fn a_failing_handler_is_retried_with_a_backoff_then_terminated_with_a_log_line()
     ] {
         assert!(log.contains(needle), "{needle:?} missing:\n{log}");
     }
+}
+
+/// Publishes one message on the broker's core protocol, as any client allowed on the
+/// stream's subjects could: `headers` as `Name: value` lines.
+fn raw_publish(broker: &Broker, subject: &str, headers: &[(&str, &str)], body: &str) {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", broker.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut head = String::from("NATS/1.0\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let frame = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":true}}\r\nHPUB {subject} {} {}\r\n{head}{body}\r\nPING\r\n",
+        head.len(),
+        head.len() + body.len()
+    );
+    stream.write_all(frame.as_bytes()).unwrap();
+    // PONG after PING: the server has the message.
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("PONG") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the broker closed the connection: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(!seen.contains("-ERR"), "{seen}");
+}
+
+#[test]
+fn the_subject_names_the_event_whatever_the_header_says() {
+    let broker = Broker::start();
+    let home = consumer_home(ALL_EVENTS, 0.0);
+    // A gateway creates the stream (and publishes gateway:startup).
+    gateway_burst(&broker, 0);
+    let reader = consume(home.path(), &broker, &[]);
+    // A publisher allowed only `agent.end` claims a command, then a wildcard name.
+    raw_publish(
+        &broker,
+        "hermes.events.agent.end",
+        &[
+            ("Hermes-Event", "command:deploy"),
+            ("Hermes-Event-Id", "forged-1"),
+        ],
+        "{}",
+    );
+    raw_publish(
+        &broker,
+        "hermes.events.agent.end",
+        &[("Hermes-Event", "agent:*"), ("Hermes-Event-Id", "forged-2")],
+        "{}",
+    );
+    wait_for("both messages handled", Duration::from_secs(30), || {
+        let seen = handled(home.path());
+        seen.contains_key("forged-1") && seen.contains_key("forged-2")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let log = stop(reader);
+    let mut forged: Vec<(String, String)> = audit(home.path())
+        .iter()
+        .filter(|l| l["id"].as_str().is_some_and(|id| id.starts_with("forged")))
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().to_string(),
+                l["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // Events run concurrently: compare as a set.
+    forged.sort();
+    assert_eq!(
+        forged,
+        [
+            ("forged-1".to_string(), "agent:end".to_string()),
+            ("forged-2".to_string(), "agent:end".to_string())
+        ],
+        "{log}"
+    );
+}
+
+#[test]
+fn event_ids_are_unguessable_and_one_event_over_max_payload_loses_nothing_else() {
+    // A broker that takes messages of 64 KiB at most (the default is 1 MiB).
+    let broker = Broker::start_with(Some("max_payload: 65536\n"));
+    let consumer = consumer_home(ALL_EVENTS, 0.0);
+    let reader = consume(consumer.path(), &broker, &[]);
+    let home = tempfile::tempdir().unwrap();
+    // What the next ids would have been before: host-pid-start-counter. A publisher that
+    // sends them first cannot make the broker drop the gateway's events any more.
+    for n in 1..=20 {
+        raw_publish(
+            &broker,
+            "hermes.events.other",
+            &[("Nats-Msg-Id", &format!("guess-{n}"))],
+            "{}",
+        );
+    }
+    let mut child = hermes(home.path())
+        .args([
+            "gateway",
+            "run",
+            "--stdin",
+            "--trace",
+            "off",
+            "--events-nats",
+            &broker.url(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        // A 200 kB slash command: its `command:deploy` event is over the broker's limit.
+        let big = format!("/deploy {}", "x".repeat(200_000));
+        writeln!(
+            stdin,
+            "{}",
+            json!({"chat_id": "big", "user_id": "u", "text": big})
+        )
+        .unwrap();
+        for i in 0..3 {
+            writeln!(
+                stdin,
+                "{}",
+                json!({"chat_id": format!("c{i}"), "user_id": "u", "text": "hi"})
+            )
+            .unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    assert!(!log.contains("stopped answering"), "{log}");
+    let total = published(&log).unwrap_or_else(|| panic!("no events line:\n{log}"));
+    wait_for("every event in the audit", Duration::from_secs(60), || {
+        handled(consumer.path()).len() as u64 >= total
+    });
+    let consumer_log = stop(reader);
+    let lines = audit(consumer.path());
+    let events: Vec<&str> = lines.iter().filter_map(|l| l["event"].as_str()).collect();
+    assert!(
+        events.contains(&"command:deploy"),
+        "{events:?}\n{log}\n{consumer_log}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| **e == "agent:end").count(),
+        3,
+        "{events:?}\n{log}"
+    );
+    for line in &lines {
+        let id = line["id"].as_str().unwrap();
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "an event id that could be guessed: {id}"
+        );
+    }
+}
+
+#[test]
+fn an_event_queued_behind_a_hanging_one_is_timed_from_its_own_start() {
+    let broker = Broker::start();
+    let home = tempfile::tempdir().unwrap();
+    let hook = home.path().join("hooks/slow");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        format!("name: slow\nevents: {ALL_EVENTS}\n"),
+    )
+    .unwrap();
+    // The first delivery of gateway:startup hangs past the handler timeout; everything
+    // else is quick but waits behind it on the hook's queue.
+    std::fs::write(
+        hook.join("handler.py"),
+        "import json, os, time\nHOME = os.environ['HERMES_HOME']\ndef handle(event_type, context):\n    if event_type == 'gateway:startup' and context.get('delivery_count') == 1:\n        time.sleep(5)\n    with open(os.path.join(HOME, 'audit.jsonl'), 'a') as f:\n        f.write(json.dumps({'event': event_type, 'id': context.get('event_id'), 'n': context.get('delivery_count')}) + '\\n')\n",
+    )
+    .unwrap();
+    let reader = consume(
+        home.path(),
+        &broker,
+        &["--handler-timeout", "2", "--ack-wait", "20"],
+    );
+    let total = gateway_burst(&broker, 3);
+    wait_for("every event handled", Duration::from_secs(60), || {
+        handled(home.path()).len() as u64 >= total
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let log = stop(reader);
+    let lines = audit(home.path());
+    let innocent: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] != "gateway:startup")
+        .collect();
+    assert_eq!(innocent.len() as u64, total - 1, "{lines:?}\n{log}");
+    for line in &innocent {
+        assert_eq!(line["n"], 1, "handled more than once: {lines:?}\n{log}");
+    }
+    assert!(
+        log.contains(", 0 terminated") && !log.contains("will not be delivered again"),
+        "an event was terminated:\n{log}"
+    );
 }

@@ -1490,6 +1490,98 @@ fn a_slow_partial_line_is_cut_off_and_clients_over_the_limit_are_refused() {
 }
 
 #[test]
+fn token_less_connections_never_take_the_token_holders_place() {
+    let home = TestHome::new();
+    home.config("gateway:\n  max_connections: 50\n");
+    let gateway = home.start(&["--trace", "off"]);
+    // Three hundred connections that never send a token, held open.
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(gateway.addr).unwrap())
+        .collect();
+    // Past their grace, the oldest of them make room for newer connections.
+    std::thread::sleep(Duration::from_millis(1300));
+    let mut holder = gateway.connect();
+    holder.send(msg("c1", "u1", "let me in"));
+    assert_eq!(holder.recv()["text"], "let me in");
+    // The oldest made room for newer ones; the newest have a short deadline of their own.
+    let mut oldest = BufReader::new(idle[0].try_clone().unwrap());
+    assert!(closed(&mut oldest));
+    let mut newest = BufReader::new(idle[299].try_clone().unwrap());
+    let told = read_json(&mut newest).expect("an error line before the close");
+    assert!(
+        told["error"]
+            .as_str()
+            .unwrap()
+            .contains("no token line in time"),
+        "{told}"
+    );
+    assert!(closed(&mut newest));
+    drop(idle);
+    let finished = gateway.stop();
+    assert!(
+        finished
+            .stdout
+            .iter()
+            .any(|l| l.contains("connections were still to send their token")),
+        "{:?}",
+        finished.stdout
+    );
+}
+
+#[test]
+fn one_chat_cannot_queue_memory_without_bound_behind_a_long_turn() {
+    let home = TestHome::new();
+    home.config("gateway:\n  max_line_bytes: 2097152\n");
+    home.write(
+        "slow.yaml",
+        "replies:\n  - match: \"^slow\"\n    steps:\n      - tool: terminal\n        args: {command: sleep 3}\n      - final: done\n",
+    );
+    let script = home.path().join("slow.yaml");
+    let gateway = home.start(&[
+        "--trace",
+        "off",
+        "--script",
+        script.to_str().unwrap(),
+        "--approvals",
+        "always",
+    ]);
+    let (mut stream, mut reader) = raw(&gateway);
+    writeln!(stream, "{}", msg("c1", "u1", "slow")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let big = "z".repeat(1 << 20);
+    for _ in 0..24 {
+        writeln!(stream, "{}", msg("c1", "u1", &big)).unwrap();
+    }
+    let mut refused = 0;
+    let mut answered = 0;
+    while answered + refused < 25 {
+        let Some(line) = read_json(&mut reader) else {
+            break;
+        };
+        match line["kind"].as_str() {
+            Some("error") => {
+                assert!(
+                    line["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("bytes of messages waiting"),
+                    "{line}"
+                );
+                refused += 1;
+            }
+            Some("reply") => answered += 1,
+            _ => {}
+        }
+    }
+    assert!(
+        refused > 0 && answered > 1,
+        "refused {refused}, answered {answered}"
+    );
+    drop(stream);
+    gateway.stop();
+}
+
+#[test]
 fn a_client_that_never_reads_is_dropped_and_others_are_served() {
     let home = TestHome::new();
     home.config("gateway:\n  write_buffer_bytes: 65536\n");
@@ -2517,19 +2609,21 @@ fn the_gateway_reads_config_yaml_once_for_its_token_its_hooks_and_their_policy()
         "[\"agent:start\"]",
         "def handle(event_type, context):\n    pass\n",
     );
-    // config.yaml is a FIFO written once: a second read would wait for a writer that never
-    // comes, and the gateway would never answer.
+    // Every open of config.yaml is counted by the kernel (inotify): the gateway must open it
+    // once for its token, its hooks and their policy. (A FIFO, which would prove the same,
+    // is refused as config.yaml now.)
     let path = home.path().join("config.yaml");
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     let text = format!("gateway:\n  token: {TOKEN}\nhooks:\n  strict_permissions: true\n");
-    let writer = std::thread::spawn(move || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-    });
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: inotify_init1 and inotify_add_watch with a valid NUL-terminated path; the
+    // descriptor is closed below.
+    let inotify = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    assert!(inotify >= 0);
+    // SAFETY: as above.
+    let watch = unsafe { libc::inotify_add_watch(inotify, c_path.as_ptr(), libc::IN_OPEN) };
+    assert!(watch >= 0);
     let mut child = home
         .command(&["--trace", "off", "--listen", "127.0.0.1:0"])
         .env_remove("HERMES_GATEWAY_TOKEN")
@@ -2556,13 +2650,20 @@ fn the_gateway_reads_config_yaml_once_for_its_token_its_hooks_and_their_policy()
     });
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
+    let mut events = [0u8; 4096];
+    // SAFETY: read(2) into a buffer of the length given; the descriptor is ours.
+    let read = unsafe { libc::read(inotify, events.as_mut_ptr().cast(), events.len()) };
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(inotify) };
+    // Each event on a watched file is a bare `struct inotify_event` (no name).
+    let opens = usize::try_from(read).unwrap_or(0) / std::mem::size_of::<libc::inotify_event>();
     assert_eq!(
         answered.as_ref().map(|a| a["text"].clone()),
         Some(json!("hello")),
         "first line {first:?}; stderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(opens, 1, "config.yaml was opened {opens} times");
 }
 
 #[test]

@@ -819,6 +819,75 @@ fn a_plugin_imports_sibling_modules_and_a_subpackage_as_hermes_plugins_name() {
     );
 }
 
+#[test]
+fn modules_in_the_launch_directory_never_run_in_a_worker() {
+    let env = Env::new();
+    // What a cloned repository (or a model with write_file) leaves where hermes starts.
+    for module in ["json", "logging", "types", "policy"] {
+        env.write(
+            &format!("{module}.py"),
+            "import os\nopen(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'PLANTED'), 'a').write(__name__ + '\\n')\n",
+        );
+    }
+    env.plugin(
+        "guard",
+        "name: guard\n",
+        &[
+            (
+                "__init__.py",
+                // `import policy`: the plugin's own directory is on the path, last.
+                "import json, policy\n\
+                 def guard(tool_name, args, **kw):\n    if args.get('command') in policy.DENY:\n        return {'action': 'block', 'message': json.dumps(policy.DENY)}\n\
+                 def register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n",
+            ),
+            ("policy.py", "DENY = ['sudo ls']\n"),
+        ],
+    );
+    env.config("plugins:\n  enabled: [guard]\n");
+    let payload = r#"{"tool_name": "terminal", "args": {"command": "sudo ls"}}"#;
+    // A relative PYTHONPATH entry names the launch directory as well; it is not searched.
+    let out = env.fire_tool(payload, &[("PYTHONPATH", ".")]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(r#"["sudo ls"]"#),
+        "{}",
+        text(&out)
+    );
+    let out = env.run(&["plugins", "list"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !env.work().join("PLANTED").exists(),
+        "a module of the launch directory ran: {}",
+        std::fs::read_to_string(env.work().join("PLANTED")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn an_answer_over_the_bound_is_ignored_with_a_warning_and_the_original_kept() {
+    let env = Env::new();
+    env.plugin(
+        "bloat",
+        "name: bloat\n",
+        &[(
+            "__init__.py",
+            "def grow(tool_name, args, result, **kw):\n    return 'x' * (5 << 20)\n\
+             def register(ctx):\n    ctx.register_hook('transform_tool_result', grow)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [bloat]\n");
+    let hooks = env.load();
+    let result = hooks.transform_tool_result(&TransformToolResultEvent {
+        tool_name: "read_file",
+        args: "{}",
+        result: "the original",
+        ..Default::default()
+    });
+    assert_eq!(
+        result.map(|r| r.len()),
+        None,
+        "the 5 MiB answer was used instead of the original"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Faults
 

@@ -13,7 +13,6 @@
 //! `tracing` events of the library and the binary, through [`FileLayer`].
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -122,7 +121,11 @@ impl LogFile {
     pub fn write(&self, level: &str, message: &str) {
         let time = hermes_host::shell::consent::utc_now_iso();
         let text = match self.format {
-            Format::Text => format!("{time} {level} {message}\n"),
+            // One record, one line, whatever a client or a plugin put in the message.
+            Format::Text => format!(
+                "{time} {level} {}\n",
+                hermes_host::lines::escape_controls(message)
+            ),
             Format::Json => {
                 format!(
                     "{}\n",
@@ -173,12 +176,35 @@ impl LogFile {
     }
 }
 
+/// Never through a symlink, never into another user's file: `--log-file` may name a
+/// shared directory where someone else put a link to a file of yours.
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    hermes_host::private_file::open_append(path)
+}
+
+/// Standard error for the log subscriber: each record's control characters are shown
+/// escaped (its final newline kept), so a value in it cannot forge another line or reach
+/// the terminal as an escape sequence.
+pub struct EscapedStderr;
+
+impl std::io::Write for EscapedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (body, newline) = match buf.strip_suffix(b"\n") {
+            Some(body) => (body, true),
+            None => (buf, false),
+        };
+        let text = String::from_utf8_lossy(body);
+        let mut err = std::io::stderr().lock();
+        err.write_all(hermes_host::lines::escape_controls(&text).as_bytes())?;
+        if newline {
+            err.write_all(b"\n")?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// `("INFO", "hooks.boot-md: ...")` for `INFO hooks.boot-md: ...`; a line without a level

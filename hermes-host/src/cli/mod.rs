@@ -91,7 +91,6 @@ pub fn init_worker_logging() {
 /// Installs the binary's log subscriber: `HERMES_LOG`, else `RUST_LOG`, else `default`,
 /// written to stderr; and INFO and above to the log file, once a command opens one.
 fn init_logging(default: &str) {
-    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = std::env::var("HERMES_LOG")
         .ok()
@@ -104,9 +103,11 @@ fn init_logging(default: &str) {
     crate::app::logfile::on_open(Box::new(move || {
         let _ = enable.modify(|f| *f = tracing_subscriber::filter::LevelFilter::INFO);
     }));
+    // Records carry values others chose (a chat's user_id, a plugin's log line): their
+    // control characters are escaped on the way out, so colour codes of our own are off.
     let stderr = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(|| crate::app::logfile::EscapedStderr)
+        .with_ansi(false)
         .with_filter(filter);
     let _ = tracing_subscriber::registry()
         .with(stderr)

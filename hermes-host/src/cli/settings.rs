@@ -19,6 +19,11 @@ pub struct Settings {
     pub log_file: Option<std::path::PathBuf>,
     /// `--log-format`.
     pub log_format: crate::app::logfile::Format,
+    /// `HERMES_GATEWAY_TOKEN`, taken out of the environment at start: terminal commands,
+    /// shell hooks and plugins inherit the environment, and `env` in a tool would put the
+    /// token in the transcript. The gateway (and the supervisor that starts it) pass it on
+    /// explicitly.
+    pub gateway_token: Option<String>,
 }
 
 impl Settings {
@@ -32,6 +37,9 @@ impl Settings {
         };
         // SAFETY: called once at start-up, before any thread is spawned.
         unsafe { std::env::set_var("HERMES_HOME", home.root()) };
+        let gateway_token = std::env::var("HERMES_GATEWAY_TOKEN").ok();
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("HERMES_GATEWAY_TOKEN") };
         let flag = |name: &str| std::env::var(name).is_ok_and(|v| is_truthy(&v));
         let project_dir = flag("HERMES_ENABLE_PROJECT_PLUGINS")
             .then(|| {
@@ -51,6 +59,7 @@ impl Settings {
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
             log_file: args.log_file.clone(),
             log_format: args.log_format.parse().unwrap_or_default(),
+            gateway_token,
         }
     }
 }

@@ -417,12 +417,12 @@ impl Dispatcher {
         &self,
         event_type: &str,
         context: serde_json::Value,
-        done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
+        done: std::sync::mpsc::Sender<super::event::Progress>,
     ) {
         let expected = self.shared.routes.resolve(event_type).count();
         if expected == 0 {
             self.emitted.fetch_add(1, Ordering::Relaxed);
-            let _ = done.send(Ok(()));
+            let _ = done.send(super::event::Progress::Finished(Ok(())));
             return;
         }
         self.emit_with(
@@ -696,6 +696,9 @@ fn deliver_loop(queue: &HookQueue, handler: &mut Handler, log: &dyn GatewayLog) 
             }
         };
         let Some(event) = event else { break };
+        if let Some(tracker) = &event.tracker {
+            tracker.started();
+        }
         let errors = handler.deliver(&event, &queue.in_flight, &note);
         if let Some(tracker) = &event.tracker {
             tracker.handled(&queue.name, &errors);

@@ -16,6 +16,16 @@ pub(crate) struct Event {
     pub(crate) tracker: Option<Tracker>,
 }
 
+/// What a tracked event's waiter hears: each time a hook starts on the event (a handler's
+/// time counts from there, not from when the event was queued behind others), then the
+/// outcome across all its hooks.
+pub(crate) enum Progress {
+    /// A hook took the event off its queue and runs it now.
+    Started,
+    /// Every hook handled the event (or never will): `Ok`, or the errors.
+    Finished(Result<(), Vec<String>>),
+}
+
 /// The outcome of one tracked event across its hooks: sent when the last queue lets go of
 /// the event, whether each hook handled it, failed on it, or never got it (dropped from a
 /// full queue, or abandoned at shutdown).
@@ -23,20 +33,22 @@ pub(crate) struct Tracker {
     expected: usize,
     handled: AtomicUsize,
     errors: Mutex<Vec<String>>,
-    done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
+    done: std::sync::mpsc::Sender<Progress>,
 }
 
 impl Tracker {
-    pub(crate) fn new(
-        expected: usize,
-        done: std::sync::mpsc::Sender<Result<(), Vec<String>>>,
-    ) -> Tracker {
+    pub(crate) fn new(expected: usize, done: std::sync::mpsc::Sender<Progress>) -> Tracker {
         Tracker {
             expected,
             handled: AtomicUsize::new(0),
             errors: Mutex::new(Vec::new()),
             done,
         }
+    }
+
+    /// One hook starts on the event now.
+    pub(crate) fn started(&self) {
+        let _ = self.done.send(Progress::Started);
     }
 
     /// One hook handled the event, with these errors (none: it succeeded).
@@ -64,11 +76,11 @@ impl Drop for Event {
                 "{missed} hook(s) never got the event (a full queue dropped it, or the hooks shut down)"
             ));
         }
-        let _ = tracker.done.send(if errors.is_empty() {
+        let _ = tracker.done.send(Progress::Finished(if errors.is_empty() {
             Ok(())
         } else {
             Err(errors)
-        });
+        }));
     }
 }
 

@@ -148,25 +148,82 @@ impl Default for GatewayOptions {
 
 /// The outcome of an [`emit_tracked`](GatewayHooks::emit_tracked) event, once every hook
 /// subscribed to it has handled it (or could not).
-pub struct Delivery(std::sync::mpsc::Receiver<Result<(), Vec<String>>>);
+///
+/// A hook's time counts from when it starts on the event: an event queued behind a slow
+/// one on the same hook is not late, and its waiter is told it is still queued rather
+/// than that it failed.
+pub struct Delivery {
+    rx: std::sync::mpsc::Receiver<event::Progress>,
+    /// When the last hook to start on the event must have finished.
+    deadline: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// Where a tracked event is after [`Delivery::wait_step`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// Every hook handled it: `Ok`, or the errors, each naming its hook (a hook that never
+    /// got the event, or ran past the timeout, is one too).
+    Finished(Result<(), Vec<String>>),
+    /// No hook has started on it yet: it waits behind other events.
+    Queued,
+    /// A hook runs it, within its time.
+    Running,
+}
 
 impl Delivery {
-    /// Waits up to `timeout`: `Ok` when every hook handled the event without an error;
-    /// else the errors, each naming its hook (a hook that never got the event, because a
-    /// full queue dropped it or the hooks shut down, is one too), or that time ran out.
+    /// Waits for the outcome, giving each hook `timeout` from when it starts on the event:
+    /// `Ok` when every hook handled it without an error; else the errors, each naming its
+    /// hook (a hook that never got the event, because a full queue dropped it or the hooks
+    /// shut down, is one too), or that a hook ran out of time.
     ///
     /// # Errors
     ///
     /// As above.
     pub fn wait(&self, timeout: Duration) -> Result<(), Vec<String>> {
-        match self.0.recv_timeout(timeout) {
-            Ok(outcome) => outcome,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(vec![format!(
-                "the hooks did not finish within {} s",
-                timeout.as_secs_f64()
-            )]),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                Err(vec!["the hooks shut down before handling the event".into()])
+        loop {
+            if let Waited::Finished(outcome) = self.wait_step(timeout, Duration::from_secs(3600)) {
+                return outcome;
+            }
+        }
+    }
+
+    /// Waits at most `step` for the outcome ([`wait`](Self::wait)'s rules), and says where
+    /// the event is when it is not finished, so that a caller can tell its broker the event
+    /// is still being worked on.
+    pub fn wait_step(&self, timeout: Duration, step: Duration) -> Waited {
+        let until = std::time::Instant::now() + step;
+        let mut deadline = self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let now = std::time::Instant::now();
+            let wake = match *deadline {
+                Some(d) if d <= now => {
+                    return Waited::Finished(Err(vec![format!(
+                        "the hooks did not finish within {} s of starting on the event",
+                        timeout.as_secs_f64()
+                    )]));
+                }
+                Some(d) => d.min(until),
+                None => until,
+            };
+            if wake <= now {
+                return if deadline.is_some() {
+                    Waited::Running
+                } else {
+                    Waited::Queued
+                };
+            }
+            match self.rx.recv_timeout(wake - now) {
+                Ok(event::Progress::Started) => {
+                    let due = std::time::Instant::now() + timeout;
+                    *deadline = Some(deadline.map_or(due, |d| d.max(due)));
+                }
+                Ok(event::Progress::Finished(outcome)) => return Waited::Finished(outcome),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Waited::Finished(Err(vec![
+                        "the hooks shut down before handling the event".into(),
+                    ]));
+                }
             }
         }
     }
@@ -590,7 +647,10 @@ impl GatewayHooks {
     pub fn emit_tracked(&self, event: &str, context: serde_json::Value) -> Delivery {
         let (tx, rx) = std::sync::mpsc::channel();
         self.dispatcher.emit_tracked(event, context, tx);
-        Delivery(rx)
+        Delivery {
+            rx,
+            deadline: std::sync::Mutex::new(None),
+        }
     }
 
     /// The hooks an [`emit`](GatewayHooks::emit) of `event` would call, in call order: exact

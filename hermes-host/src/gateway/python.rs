@@ -187,12 +187,14 @@ fn reply_line(id: &serde_json::Value, result: Result<serde_json::Value, String>)
 }
 
 impl Worker {
-    /// Starts `python -u -c WORKER_PY <handler.py> <name>`; the load answer is read by
+    /// Starts `python -I -B -u -c WORKER_PY <handler.py> <name>`; the load answer is read by
     /// [`Starting::finish`].
     pub(crate) fn start(python: &Path, handler: &Path, env: &HandlerEnv) -> Result<Starting, Load> {
         let mut cmd = env.command(python);
-        cmd.arg("-u")
-            .arg("-c")
+        // `-I`: the hook's directory is added by the worker itself, last, and nothing
+        // else the launch environment names (`PYTHONPATH`, the user site) is searched
+        // before the standard library.
+        cmd.args(["-I", "-B", "-u", "-c"])
             .arg(WORKER_PY)
             .arg(handler)
             .arg(&env.name);

@@ -1,6 +1,6 @@
 # The long-lived Python worker of one gateway hook (hermes-host, src/gateway/worker.py).
 #
-# Started as `python3 -u -c <this file> <handler.py> <hook name>` in the hook directory.
+# Started as `python3 -I -B -u -c <this file> <handler.py> <hook name>` in the hook directory.
 # Protocol: JSON lines. The real stdout carries only protocol lines; fd 1 and sys.stdout are
 # pointed at stderr before the handler is imported, so a handler's print() (or a child
 # process it starts) cannot corrupt the protocol. Stdin carries only the host's lines; fd 0
@@ -217,6 +217,11 @@ def _load(path, name):
 def main():
     global _HOST
     path, name = sys.argv[1], sys.argv[2]
+    # Started with -I: the hook's directory is the one addition to the path, last.
+    sys.path.append(os.path.dirname(os.path.abspath(path)))
+    # -I ignores PYTHONPATH; its absolute entries are the operator's choice and go first.
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    sys.path[0:0] = [e for e in entries if os.path.isabs(e)]
     inp, out = _protocol_streams()
     _HOST = _Host(inp, out)
     root = logging.getLogger()

@@ -47,6 +47,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest protocol line accepted from a worker (a transform's replacement text, say).
 const MAX_LINE: u64 = 64 << 20;
 
+/// The most text one callback's answer may carry (a transform's replacement, a context):
+/// what is kept of it (in the history, the transcript, the next transform's input) is
+/// bounded by this, not by the protocol's line.
+pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+
 /// How many log lines a second one worker may put in the host's log; the rest are counted
 /// and reported, so a plugin that floods `print()` cannot flood the log.
 const LOG_LINES_PER_SECOND: u32 = 200;
@@ -191,13 +196,16 @@ impl Launch {
         let (log_read, log_write, log_write_2) = log_pipe()
             .map_err(|e| format!("cannot create the log pipe of a Python plugin: {e}"))?;
         let mut cmd = Command::new(&self.interpreter);
-        cmd.arg("-c")
+        // `-I`: neither the launch directory (`-c` puts it first on `sys.path`, so a
+        // `json.py` there would run in every worker) nor the user's site directory nor
+        // `PYTHON*` variables; the driver adds the plugin's own directory, last. `-B`
+        // because `-I` also ignores PYTHONDONTWRITEBYTECODE.
+        cmd.args(["-I", "-B", "-c"])
             .arg(DRIVER_PY)
             .arg(&self.dir)
             .arg(&self.key)
             .arg(&self.name)
             .arg(python_level().to_string())
-            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null())
             .stdout(log_write)
             .stderr(log_write_2);
@@ -442,6 +450,13 @@ fn to_result(answer: &Value) -> HookResult {
         Value::Null => Ok(None),
         Value::Array(parts) => {
             let text = |i: usize| parts.get(i).and_then(Value::as_str).unwrap_or_default();
+            let size = text(1).len() + text(2).len();
+            if size > MAX_ANSWER_BYTES {
+                return Err(format!(
+                    "its answer is {size} bytes, over the {} MiB a callback may return; it is ignored",
+                    MAX_ANSWER_BYTES >> 20
+                ));
+            }
             let mut reply = Reply::new(text(0), text(1).to_string());
             reply.json = text(2).into();
             Ok(Some(reply))
@@ -512,7 +527,26 @@ fn forward_log(pipe: std::fs::File, plugin: &str) {
             (second, in_second, dropped) = (Instant::now(), 0, 0);
         }
         if in_second >= LOG_LINES_PER_SECOND {
+            // Over the rate: for the rest of the second the pipe is drained in whole
+            // chunks every few milliseconds, its lines counted, not read one by one. The
+            // plugin's writes wait on the full pipe in between, and this thread sleeps,
+            // instead of spending a core to drop every line.
             dropped += 1;
+            let mut chunk = vec![0u8; 64 << 10];
+            while second.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(10));
+                let buffered = reader.buffer();
+                dropped += bytecount(buffered);
+                let n = buffered.len();
+                reader.consume(n);
+                match std::io::Read::read(reader.get_mut(), &mut chunk) {
+                    Ok(0) | Err(_) => {
+                        report_dropped(dropped);
+                        return;
+                    }
+                    Ok(n) => dropped += bytecount(&chunk[..n]),
+                }
+            }
             continue;
         }
         in_second += 1;
@@ -538,6 +572,11 @@ fn forward_log(pipe: std::fs::File, plugin: &str) {
         }
     }
     report_dropped(dropped);
+}
+
+/// The lines in `bytes`.
+fn bytecount(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|b| **b == b'\n').count() as u64
 }
 
 /// The callbacks one Python plugin registered for one hook, answering together.

@@ -1,6 +1,6 @@
 # The worker of one Hermes Python plugin (hermes-host, src/plugins/python_driver.py).
 #
-# Started as `python3 -c <this file> <plugin dir> <key> <name> <log level>` by the host,
+# Started as `python3 -I -B -c <this file> <plugin dir> <key> <name> <log level>` by the host,
 # which supervises it (src/plugins/python.rs). It imports the plugin's `__init__.py` as the
 # package `hermes_plugins.<key>` (as the reference does, so relative imports and sibling
 # modules work), calls `register(ctx)`, and then runs the plugin's callbacks for the host.
@@ -289,9 +289,21 @@ def _load(plugin_dir, key, name):
     return module
 
 
+def _honour_pythonpath():
+    # -I ignores PYTHONPATH. Its absolute entries are the operator's own choice and go first,
+    # as Python would put them; an empty or relative entry would mean the launch directory.
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    sys.path[0:0] = [e for e in entries if os.path.isabs(e)]
+
+
 def main():
     global _PROTOCOL
     plugin_dir, key, name, level = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    # Started with -I: the plugin's own directory is the one addition to the path, after
+    # the standard library and site-packages, so its sibling modules import but never
+    # shadow `json` or `logging`.
+    sys.path.append(plugin_dir)
+    _honour_pythonpath()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

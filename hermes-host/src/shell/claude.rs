@@ -397,41 +397,26 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
 
 /// Makes the path keys of a Claude `tool_input` (`file_path`, `path`, `notebook_path`)
 /// absolute, as Claude Code always passes them: a relative path is joined to the agent's
-/// directory `cwd`, as the tools resolve it, and `.` and `..` are folded away, so a guard
-/// that compares absolute paths sees the file the tool will touch.
+/// directory `cwd`, exactly as the tools join it, and nothing is folded. Folding `..` here
+/// would lie twice: `ref/../x` with `ref` a symlink is not `<cwd>/x` to the kernel, and a
+/// guard that looks for `..` would never see the traversal. The tool opens this very
+/// string, so what the hook judged is what is touched.
 ///
 /// ```
 /// let mut input = serde_json::json!({"file_path": "references/../secrets/key.pem", "content": "x"});
 /// hermes_host::shell::claude::absolute_paths(input.as_object_mut().unwrap(), "/srv/proj");
-/// assert_eq!(input["file_path"], "/srv/proj/secrets/key.pem");
+/// assert_eq!(input["file_path"], "/srv/proj/references/../secrets/key.pem");
 /// ```
 pub fn absolute_paths(input: &mut Map<String, Value>, cwd: &str) {
     for key in ["file_path", "path", "notebook_path"] {
         let Some(Value::String(path)) = input.get_mut(key) else {
             continue;
         };
-        if path.is_empty() || path.starts_with('~') {
+        if path.is_empty() || path.starts_with('~') || !cwd.starts_with('/') {
             continue;
         }
         let joined = std::path::Path::new(cwd).join(path.as_str());
-        let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
-        let mut rooted = false;
-        for part in joined.components() {
-            match part {
-                std::path::Component::RootDir => rooted = true,
-                std::path::Component::CurDir | std::path::Component::Prefix(_) => {}
-                std::path::Component::ParentDir => {
-                    parts.pop();
-                }
-                std::path::Component::Normal(name) => parts.push(name),
-            }
-        }
-        if !rooted {
-            continue;
-        }
-        let mut out = std::path::PathBuf::from("/");
-        out.extend(parts);
-        *path = out.display().to_string();
+        *path = joined.display().to_string();
     }
 }
 

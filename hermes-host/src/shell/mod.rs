@@ -979,9 +979,7 @@ fn session_file(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
 fn session_path(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
     let id = claude::session_of(kwargs);
     // A session id is a file name here: nothing that could leave the directory.
-    if id.is_empty() || id.contains('/') || id.starts_with('.') {
-        return None;
-    }
+    crate::home::check_session_id(id).ok()?;
     let home = std::env::var_os("HERMES_HOME")?;
     Some(
         PathBuf::from(home)
@@ -995,24 +993,19 @@ fn session_path(kwargs: &Map<String, Value>, ext: &str) -> Option<PathBuf> {
 /// gets one only when a SessionStart hook may write to it.
 fn session_env_file(kwargs: &Map<String, Value>) -> Option<PathBuf> {
     let path = session_path(kwargs, "env")?;
-    if path.is_file() {
+    if crate::private_file::is_private(&path) {
         return Some(path);
     }
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::DirBuilderExt as _;
+    // Whatever else is there (a link, someone else's file) is replaced or refused, never
+    // written through.
     let created = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path.parent()?)
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-        });
+        .and_then(|()| crate::private_file::create_fresh(&path));
     match created {
         Ok(_) => Some(path),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(path),
         Err(e) => {
             tracing::warn!(
                 "cannot create {}: {e}; SessionStart hooks run without CLAUDE_ENV_FILE",

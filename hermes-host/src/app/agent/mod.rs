@@ -903,14 +903,14 @@ impl Agent {
             .map_or(self.terminal_timeout, Duration::from_secs);
         // The command runs in its own process: this thread only waits for it.
         // What SessionStart hooks exported reaches the command, as in Claude Code.
-        let shell_text = match &self.session_files {
+        let (shell, shell_text) = match &self.session_files {
             Some(dir) => {
                 session_files::with_env(&session_files::env_file(dir, &session.id), command)
             }
-            None => command.to_string(),
+            None => ("sh", command.to_string()),
         };
         let run = hermes_host::cpu_slots::waiting(|| {
-            tools::run_terminal(&shell_text, &session.cwd, timeout, &self.interrupt)
+            tools::run_terminal(shell, &shell_text, &session.cwd, timeout, &self.interrupt)
         });
         let event = TransformTerminalOutputEvent {
             command,

@@ -160,6 +160,10 @@ impl Script {
     /// The parser's message, with line and column.
     pub fn parse(text: &str) -> Result<Script, String> {
         let script: Script = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+        if let Some(id) = &script.session_id {
+            // It names files under sessions/: nothing that could leave that directory.
+            hermes_host::home::check_session_id(id).map_err(|e| format!("session_id: {e}"))?;
+        }
         for (i, turn) in script.turns.iter().enumerate() {
             let lists = std::iter::once((format!("turns[{i}].steps"), &turn.steps)).chain(
                 turn.continuations

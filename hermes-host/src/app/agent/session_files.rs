@@ -20,11 +20,12 @@
 //! as Claude Code sources it before each Bash command.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hermes_host::private_file;
 use serde_json::{Value, json};
 
 /// One session's transcript file, appended to line by line.
@@ -57,20 +58,15 @@ impl SessionFiles {
             .mode(0o700)
             .create(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        hermes_host::home::check_session_id(session_id)?;
         let transcript = dir.join(format!("{session_id}.jsonl"));
         let env = env_file(dir, session_id);
-        let open = |path: &Path, append: bool| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(append)
-                .write(true)
-                .truncate(!append)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))
-        };
-        let file = open(&transcript, true)?;
-        open(&env, false)?;
+        // Never through a link, never someone else's file: a link planted at either name
+        // would have its target appended to or emptied.
+        let file = private_file::open_append(&transcript)
+            .map_err(|e| format!("cannot create {}: {e}", transcript.display()))?;
+        private_file::create_fresh(&env)
+            .map_err(|e| format!("cannot create {}: {e}", env.display()))?;
         Ok(SessionFiles {
             session_id: session_id.to_string(),
             cwd: cwd.display().to_string(),
@@ -136,15 +132,22 @@ pub fn env_file(dir: &Path, session_id: &str) -> PathBuf {
     dir.join(format!("{session_id}.env"))
 }
 
-/// The shell text that sources `env_file` before `command`, when a SessionStart hook wrote
-/// to it; `command` unchanged otherwise (no file, or an empty one).
-pub fn with_env(env_file: &Path, command: &str) -> String {
-    match std::fs::metadata(env_file) {
-        Ok(meta) if meta.is_file() && meta.len() > 0 => {
+/// The shell and the text that source `env_file` before `command`, when a SessionStart
+/// hook wrote to it: `bash`, as Claude Code sources it, which reports a bad line (an
+/// unterminated quote) and runs the command anyway where `sh` would give up on every
+/// later command of the session. `("sh", command)` otherwise (no file, an empty one, or
+/// one that is not the user's own private regular file: what it says would run before
+/// every command).
+pub fn with_env(env_file: &Path, command: &str) -> (&'static str, String) {
+    if !private_file::is_private(env_file) {
+        return ("sh", command.to_string());
+    }
+    match std::fs::symlink_metadata(env_file) {
+        Ok(meta) if meta.len() > 0 => {
             let quoted = env_file.display().to_string().replace('\'', "'\\''");
-            format!(". '{quoted}'\n{command}")
+            ("bash", format!(". '{quoted}'\n{command}"))
         }
-        _ => command.to_string(),
+        _ => ("sh", command.to_string()),
     }
 }
 
@@ -185,10 +188,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         SessionFiles::create(dir.path(), "s-2", dir.path()).unwrap();
         let env = env_file(dir.path(), "s-2");
-        assert_eq!(with_env(&env, "echo hi"), "echo hi");
+        assert_eq!(with_env(&env, "echo hi"), ("sh", "echo hi".to_string()));
         std::fs::write(&env, "export A=1\n").unwrap();
-        assert!(with_env(&env, "echo hi").starts_with(". '"));
-        assert!(with_env(&env, "echo hi").ends_with("\necho hi"));
-        assert_eq!(with_env(&dir.path().join("none.env"), "ls"), "ls");
+        let (shell, text) = with_env(&env, "echo hi");
+        assert_eq!(shell, "bash");
+        assert!(
+            text.starts_with(". '") && text.ends_with("\necho hi"),
+            "{text}"
+        );
+        assert_eq!(
+            with_env(&dir.path().join("none.env"), "ls"),
+            ("sh", "ls".to_string())
+        );
     }
 }

@@ -28,17 +28,19 @@ pub struct TerminalRun {
     pub stopped: Option<&'static str>,
 }
 
-/// Runs `command` with `sh -c` in `cwd`, in its own process group, until it exits, its
-/// timeout passes, or `interrupt` is set (then the whole group is killed). When the command
-/// itself exits, whatever it left running in its group is killed too, so its output is
-/// complete when the command is.
+/// Runs `command` with `<shell> -c` in `cwd` (`sh`, or `bash` where Claude Code's Bash
+/// semantics matter), in its own process group, until it exits, its timeout passes, or
+/// `interrupt` is set (then the whole group is killed). When the command itself exits,
+/// whatever it left running in its group is killed too, so its output is complete when
+/// the command is.
 pub fn run_terminal(
+    shell: &str,
     command: &str,
     cwd: &Path,
     timeout: Duration,
     interrupt: &AtomicBool,
 ) -> TerminalRun {
-    let mut cmd = Command::new("sh");
+    let mut cmd = Command::new(shell);
     cmd.arg("-c")
         .arg(format!("exec 2>&1; {command}"))
         .current_dir(cwd)
@@ -53,7 +55,7 @@ pub fn run_terminal(
         Ok(out) => out,
         Err(e) => {
             return TerminalRun {
-                output: format!("cannot start sh: {e}"),
+                output: format!("cannot start {shell}: {e}"),
                 returncode: -1,
                 stopped: None,
             };
@@ -113,6 +115,9 @@ pub fn write_file(cwd: &Path, args: &serde_json::Value) -> String {
     }
 }
 
+/// The file a path argument names: joined to `cwd` exactly as a Claude payload's path is
+/// (`hermes_host::shell::claude::absolute_paths`), never folded, so a tool opens the path a
+/// hook judged and the kernel alone resolves `..` and symlinks.
 fn resolve(cwd: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
     if p.is_absolute() {

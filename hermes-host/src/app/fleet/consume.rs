@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_nats::jetstream::AckKind;
 use async_nats::jetstream::consumer::pull;
 use futures_util::StreamExt as _;
-use hermes_host::gateway::{GatewayHooks, GatewayLog};
+use hermes_host::gateway::{GatewayHooks, GatewayLog, Waited};
 
 use super::NatsSettings;
 
@@ -220,14 +220,17 @@ async fn handle(
     let id = header("Hermes-Event-Id")
         .or_else(|| header("Nats-Msg-Id"))
         .unwrap_or_default();
-    let event = header("Hermes-Event").unwrap_or_else(|| {
-        let subject = message.subject.as_str();
-        let rest = subject
-            .strip_prefix(prefix)
-            .and_then(|r| r.strip_prefix('.'))
-            .unwrap_or(subject);
-        rest.replacen('.', ":", 1)
-    });
+    // The subject, never a header, says which event this is: the broker's permissions are
+    // on subjects, so a publisher allowed only `agent.end` cannot name `command:*` here.
+    let Some(event) = event_of_subject(message.subject.as_str(), prefix) else {
+        counters.terminated.fetch_add(1, Ordering::Relaxed);
+        log.line(&format!(
+            "WARN gateway consume: refused a message on {:?}: not an event subject under {prefix} (a wildcard or an empty name); terminated",
+            message.subject.as_str()
+        ));
+        let _ = message.ack_with(AckKind::Term).await;
+        return;
+    };
     let mut context = serde_json::from_slice::<serde_json::Value>(&message.payload)
         .ok()
         .filter(serde_json::Value::is_object)
@@ -243,11 +246,27 @@ async fn handle(
     if delivered > 1 {
         counters.redelivered.fetch_add(1, Ordering::Relaxed);
     }
-    let delivery = hooks.emit_tracked(&event, context);
+    let mut delivery = hooks.emit_tracked(&event, context);
     let timeout = options.handler_timeout;
-    let outcome = tokio::task::spawn_blocking(move || delivery.wait(timeout))
-        .await
-        .unwrap_or_else(|e| Err(vec![format!("the handler task failed: {e}")]));
+    // The handler timeout counts from when a hook starts on the event; while it waits
+    // behind others (or runs within its time), the broker is told it is in progress, so
+    // it neither counts as failed nor is delivered again.
+    let step = (options.ack_wait / 2).max(Duration::from_millis(500));
+    let outcome = loop {
+        let waited = tokio::task::spawn_blocking(move || {
+            let waited = delivery.wait_step(timeout, step);
+            (delivery, waited)
+        })
+        .await;
+        match waited {
+            Ok((_, Waited::Finished(outcome))) => break outcome,
+            Ok((back, Waited::Queued | Waited::Running)) => {
+                delivery = back;
+                let _ = message.ack_with(AckKind::Progress).await;
+            }
+            Err(e) => break Err(vec![format!("the handler task failed: {e}")]),
+        }
+    };
     match outcome {
         Ok(()) => {
             counters.handled.fetch_add(1, Ordering::Relaxed);
@@ -280,9 +299,38 @@ async fn handle(
     }
 }
 
+/// The event a subject carries: `<prefix>.agent.end` is `agent:end` (the first dot after
+/// the prefix is the colon); `None` for a subject outside the prefix, an empty name, or a
+/// name with a wildcard (`agent:*` names hooks, never an event).
+pub fn event_of_subject(subject: &str, prefix: &str) -> Option<String> {
+    let rest = subject.strip_prefix(prefix)?.strip_prefix('.')?;
+    let event = rest.replacen('.', ":", 1);
+    let bad = event.is_empty() || event.ends_with(':') || event.contains(['*', '>']);
+    (!bad).then_some(event)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_subject_names_the_event_and_wildcards_name_none() {
+        let event = |s: &str| event_of_subject(s, "hermes.events");
+        assert_eq!(
+            event("hermes.events.agent.end").as_deref(),
+            Some("agent:end")
+        );
+        assert_eq!(
+            event("hermes.events.command.deploy").as_deref(),
+            Some("command:deploy")
+        );
+        assert_eq!(event("hermes.events.agent.*"), None);
+        assert_eq!(event("hermes.events.agent.>"), None);
+        assert_eq!(event("hermes.events.agent"), Some("agent".into()));
+        assert_eq!(event("hermes.events."), None);
+        assert_eq!(event("other.agent.end"), None);
+        assert_eq!(event("hermes.eventsx.agent.end"), None);
+    }
 
     #[test]
     fn retries_back_off_and_stop_growing() {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::message::PublishMessage;
 use hermes_host::gateway::GatewayLog;
+use sha2::Digest as _;
 use tokio::sync::mpsc;
 
 use super::NatsSettings;
@@ -34,16 +35,19 @@ pub struct Counters {
     pub published: AtomicU64,
     /// Events waiting in the spool now.
     pub spooled: AtomicU64,
-    /// Events lost: the queue or the spool was full.
+    /// Events lost: the queue or the spool was full, or one was too large for the broker
+    /// even with its long fields cut.
     pub dropped: AtomicU64,
+    /// Events the broker answered were duplicates of an id it had seen: published by
+    /// someone else first, or sent twice across a reconnect.
+    pub duplicates: AtomicU64,
 }
 
 /// The publisher of one gateway.
 pub struct Publisher {
     tx: std::sync::Mutex<Option<mpsc::Sender<Outgoing>>>,
     settings: NatsSettings,
-    instance: String,
-    next: AtomicU64,
+    ids: EventIds,
     counters: Arc<Counters>,
     log: Arc<dyn GatewayLog>,
     last_drop_log: std::sync::Mutex<Option<Instant>>,
@@ -86,7 +90,7 @@ impl Publisher {
         let task = Task {
             settings: settings.clone(),
             home: home.to_string(),
-            instance: instance.clone(),
+            instance,
             spool,
             counters: counters.clone(),
             log: log.clone(),
@@ -95,8 +99,7 @@ impl Publisher {
         Ok(Arc::new(Publisher {
             tx: std::sync::Mutex::new(Some(tx)),
             settings,
-            instance,
-            next: AtomicU64::new(1),
+            ids: EventIds::new(),
             counters,
             log,
             last_drop_log: std::sync::Mutex::new(None),
@@ -106,9 +109,8 @@ impl Publisher {
 
     /// Queues `event` with `context` for the stream; never waits.
     pub fn publish(&self, event: &str, context: &serde_json::Value) {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
         let outgoing = Outgoing {
-            id: format!("{}-{n}", self.instance),
+            id: self.ids.next(),
             event: event.to_string(),
             subject: self.settings.subject(event),
             body: context.to_string(),
@@ -156,6 +158,52 @@ impl Publisher {
 impl crate::app::agent::EventSink for Publisher {
     fn publish(&self, event: &str, context: &serde_json::Value) {
         Publisher::publish(self, event, context);
+    }
+}
+
+/// Event ids no one else can predict: the broker drops a message whose `Nats-Msg-Id` it
+/// has seen within the duplicate window, so a publisher on the stream that could guess the
+/// next ids could have the gateway's real events dropped. Each id is 128 bits of
+/// SHA-256(secret, counter), the secret 256 bits from the kernel's random source.
+struct EventIds {
+    secret: [u8; 32],
+    next: AtomicU64,
+}
+
+impl EventIds {
+    fn new() -> EventIds {
+        let mut secret = [0u8; 32];
+        let read = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut secret));
+        if read.is_err() {
+            // No random source (a chroot without /dev): the clock and this process, hashed
+            // with the address of a fresh allocation, rather than no gateway at all.
+            let seed = format!(
+                "{:?}-{}-{:p}",
+                std::time::SystemTime::now(),
+                std::process::id(),
+                Box::new(0u8)
+            );
+            secret = sha2::Sha256::digest(seed.as_bytes()).into();
+        }
+        EventIds {
+            secret,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    fn next(&self) -> String {
+        use std::fmt::Write as _;
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(self.secret);
+        hasher.update(n.to_le_bytes());
+        let digest = hasher.finalize();
+        let mut id = String::with_capacity(32);
+        for byte in &digest[..16] {
+            let _ = write!(id, "{byte:02x}");
+        }
+        id
     }
 }
 
@@ -300,17 +348,32 @@ impl Task {
         }
     }
 
-    /// Publishes `batch` in order; how many the broker acknowledged before the first
-    /// failure.
+    /// Publishes `batch` in order; how many of it are done before the first failure: the
+    /// broker acknowledged them (as new or as duplicates), or they were too large for it
+    /// even shortened and are dropped with a count and a log line. An event the broker
+    /// cannot take is that event's failure, never an outage: sending it would close the
+    /// connection, and the spool would send it again, for good.
     async fn publish_batch(
         &self,
         context: &async_nats::jetstream::Context,
         batch: &[Outgoing],
     ) -> usize {
+        let max_payload = context.client().server_info().max_payload;
         let mut acks = Vec::with_capacity(batch.len());
-        for event in batch {
+        for (i, event) in batch.iter().enumerate() {
+            let Some(body) = fit(event, &self.instance, &self.home, max_payload) else {
+                let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                self.log.line(&format!(
+                    "WARN gateway: events: dropped {} {} ({} bytes): over the broker's max_payload of {max_payload} bytes even with its long fields cut ({dropped} dropped so far)",
+                    event.event,
+                    event.id,
+                    event.body.len()
+                ));
+                acks.push((i, None));
+                continue;
+            };
             let message = PublishMessage::build()
-                .payload(event.body.clone().into())
+                .payload(body.into())
                 .message_id(&event.id)
                 .header("Hermes-Event", event.event.as_str())
                 .header("Hermes-Event-Id", event.id.as_str())
@@ -318,21 +381,39 @@ impl Task {
                 .header("Hermes-Instance", self.instance.as_str())
                 .header("Hermes-Home", self.home.as_str());
             match context.send_publish(event.subject.clone(), message).await {
-                Ok(ack) => acks.push(ack),
+                Ok(ack) => acks.push((i, Some(ack))),
                 Err(_) => break,
             }
         }
-        let mut sent = 0;
-        for ack in acks {
+        let mut done = 0;
+        let mut published = 0;
+        for (i, ack) in acks {
+            let Some(ack) = ack else {
+                done = i + 1;
+                continue;
+            };
             match ack.await {
-                Ok(_) => sent += 1,
+                Ok(ack) if ack.duplicate => {
+                    done = i + 1;
+                    let n = self.counters.duplicates.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n == 1 || n % 1000 == 0 {
+                        self.log.line(&format!(
+                            "WARN gateway: events: the broker already had an event with id {} ({}), so it kept the earlier one: {n} duplicate(s) so far. Another publisher on {} may be sending ids of ours",
+                            batch[i].id, batch[i].event, self.settings.stream
+                        ));
+                    }
+                }
+                Ok(_) => {
+                    done = i + 1;
+                    published += 1;
+                }
                 Err(_) => break,
             }
         }
         self.counters
             .published
-            .fetch_add(sent as u64, Ordering::Relaxed);
-        sent
+            .fetch_add(published, Ordering::Relaxed);
+        done
     }
 
     /// Publishes the spool, oldest first; false when the broker failed on the way.
@@ -356,5 +437,98 @@ impl Task {
                 .store(self.spool.len(), Ordering::Relaxed);
         }
         true
+    }
+}
+
+/// The body of `event` as it can go to a broker whose messages are at most `max_payload`
+/// bytes, headers included: as it is, or with every string longer than [`LONG_FIELD`]
+/// bytes cut (a client's 1 MiB slash command), or `None` when even that is too large.
+fn fit(event: &Outgoing, instance: &str, home: &str, max_payload: usize) -> Option<String> {
+    // The headers: names, values, separators and the NATS/1.0 line, generously.
+    let headers = 256 + 2 * event.id.len() + event.event.len() + instance.len() + home.len();
+    let room = max_payload.checked_sub(headers)?;
+    if event.body.len() <= room {
+        return Some(event.body.clone());
+    }
+    let mut value: serde_json::Value = serde_json::from_str(&event.body).ok()?;
+    cut_long_strings(&mut value);
+    let body = value.to_string();
+    (body.len() <= room).then_some(body)
+}
+
+/// Strings longer than this are cut when an event is too large for the broker.
+const LONG_FIELD: usize = 4096;
+
+fn cut_long_strings(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) if s.len() > LONG_FIELD => {
+            let mut end = LONG_FIELD;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = s.len() - end;
+            s.truncate(end);
+            s.push_str(&format!("... [{cut} more bytes not published]"));
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(cut_long_strings),
+        serde_json::Value::Object(map) => map.values_mut().for_each(cut_long_strings),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(body: String) -> Outgoing {
+        Outgoing {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            event: "command:deploy".into(),
+            subject: "hermes.events.command.deploy".into(),
+            body,
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn a_large_event_is_cut_to_fit_and_one_that_cannot_fit_is_refused() {
+        let small = event(r#"{"args":"x"}"#.into());
+        assert_eq!(
+            fit(&small, "i", "/h", 1 << 20).as_deref(),
+            Some(r#"{"args":"x"}"#)
+        );
+        let big =
+            event(serde_json::json!({"args": "y".repeat(2 << 20), "user_id": "u"}).to_string());
+        let cut = fit(&big, "i", "/h", 1 << 20).unwrap();
+        assert!(cut.len() < 8192, "{}", cut.len());
+        let value: serde_json::Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(value["user_id"], "u");
+        assert!(
+            value["args"]
+                .as_str()
+                .unwrap()
+                .ends_with("more bytes not published]")
+        );
+        let many = event(
+            serde_json::Value::Array(
+                vec!["z".repeat(100); 20_000]
+                    .into_iter()
+                    .map(serde_json::Value::String)
+                    .collect(),
+            )
+            .to_string(),
+        );
+        assert_eq!(fit(&many, "i", "/h", 1 << 20), None);
+    }
+
+    #[test]
+    fn event_ids_are_128_bits_and_not_a_counter() {
+        let ids = EventIds::new();
+        let a = ids.next();
+        let b = ids.next();
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_ne!(EventIds::new().next(), a);
     }
 }

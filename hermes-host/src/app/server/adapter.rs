@@ -560,14 +560,32 @@ impl TcpAdapter {
 /// The longest first line a client may send (its token line).
 const MAX_TOKEN_LINE: usize = 4096;
 
+/// Connections still to send their token line: beyond this many, a new one closes the
+/// oldest of them once that one has had [`AUTH_GRACE`] (a client that has the token sends
+/// it at once, so a burst of real clients is never cut). They do not count against
+/// `gateway.max_connections`, and the newest always gets its chance, so a flood of
+/// token-less connections never locks out the token's holder.
+const MAX_AUTHENTICATING: usize = 64;
+
+/// Beyond this many still authenticating, the oldest is closed however young: a bound on
+/// what a flood can hold, descriptors included.
+const MAX_AUTHENTICATING_HARD: usize = 1024;
+
+/// How long a connection may take to send its token before a newer one may close it.
+const AUTH_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a connection has to send its token line (or `gateway.idle_timeout`, if less).
+const AUTH_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Reads a client's first line, `{"token": "..."}`, within `within`, and checks the token
 /// (in constant time). Returns what the client sent after that line.
 async fn read_token_line(
     input: &mut Reader,
-    chunk: &mut [u8],
     token: &str,
     within: Duration,
 ) -> Result<Vec<u8>, String> {
+    // Small: every connection still authenticating holds one.
+    let mut chunk = [0u8; 512];
     let mut got: Vec<u8> = Vec::new();
     let deadline = tokio::time::Instant::now() + within;
     let newline = loop {
@@ -579,7 +597,7 @@ async fn read_token_line(
                 "its first line is longer than {MAX_TOKEN_LINE} bytes"
             ));
         }
-        match tokio::time::timeout_at(deadline, input.read(chunk)).await {
+        match tokio::time::timeout_at(deadline, input.read(&mut chunk)).await {
             Err(_) => return Err("it sent no token line in time".into()),
             Ok(Ok(0)) | Ok(Err(_)) => return Err("it closed before sending a token".into()),
             Ok(Ok(n)) => got.extend_from_slice(&chunk[..n]),
@@ -610,27 +628,56 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct UnixAdapter {
     listener: Option<std::os::unix::net::UnixListener>,
     path: std::path::PathBuf,
+    /// The socket file's device and inode once placed: only that file is removed at the
+    /// end, never whatever has taken the name since.
+    placed: Option<(u64, u64)>,
 }
 
 impl UnixAdapter {
     /// Binds a socket at `path`, private to this user from the moment it can be reached: it
     /// is bound under a temporary name, made 0600, then renamed into place. A socket file
-    /// left by a gateway that is gone is replaced; one that answers is another gateway's.
+    /// left by a gateway that is gone (a socket of this user's that nobody answers on) is
+    /// replaced; one that answers is another gateway's; anything else at `path` (a regular
+    /// file, a link, a directory, another user's socket) is refused and left alone.
     ///
     /// # Errors
     ///
-    /// `AddrInUse` when a gateway answers at `path`; otherwise the bind, chmod or rename
-    /// error.
+    /// `AddrInUse` when a gateway answers at `path`, `AlreadyExists` when something that is
+    /// not a stale socket of ours is there; otherwise the bind, chmod or rename error.
     pub fn bind(path: &std::path::Path) -> std::io::Result<UnixAdapter> {
-        use std::os::unix::fs::PermissionsExt as _;
-        if path.exists() {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AddrInUse,
-                    format!("a gateway already answers at {}", path.display()),
-                ));
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => {
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                let ours = meta.uid() == unsafe { libc::geteuid() };
+                if !meta.file_type().is_socket() || !ours {
+                    let what = if meta.file_type().is_socket() {
+                        format!("a socket of uid {}", meta.uid())
+                    } else if meta.file_type().is_symlink() {
+                        "a symbolic link".to_string()
+                    } else if meta.is_dir() {
+                        "a directory".to_string()
+                    } else {
+                        "a file, not a socket".to_string()
+                    };
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!(
+                            "refusing to replace {}: it is {what}; give --socket a path where nothing is, or move it away",
+                            path.display()
+                        ),
+                    ));
+                }
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        format!("a gateway already answers at {}", path.display()),
+                    ));
+                }
+                std::fs::remove_file(path)?;
             }
-            std::fs::remove_file(path)?;
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
         let mut temporary = path.as_os_str().to_os_string();
         temporary.push(format!(".{}.tmp", std::process::id()));
@@ -643,9 +690,13 @@ impl UnixAdapter {
             let _ = std::fs::remove_file(&temporary);
             return Err(e);
         }
+        let placed = std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
         Ok(UnixAdapter {
             listener: Some(listener),
             path: path.to_path_buf(),
+            placed,
         })
     }
 
@@ -679,7 +730,12 @@ impl UnixAdapter {
 
 impl Drop for UnixAdapter {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        use std::os::unix::fs::MetadataExt as _;
+        let still_ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| Some((m.dev(), m.ino())) == self.placed);
+        if still_ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -734,6 +790,7 @@ async fn accept_loop(
     token: Option<Arc<str>>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
+    let authenticating = Arc::new(Authenticating::default());
     let mut closing = server.closing();
     loop {
         let accepted = tokio::select! {
@@ -752,68 +809,147 @@ async fn accept_loop(
                 continue;
             }
         };
-        if open.load(Ordering::SeqCst) >= limits.max_connections {
-            server.log_line(&format!(
-                "gateway: refused {name}: {} clients are connected (gateway.max_connections)",
-                limits.max_connections
+        let Some(token) = token.clone() else {
+            // A Unix socket's mode already admits only its owner: no token line.
+            let Some(guard) = admit(&open, &limits, &server, &name, &mut output) else {
+                continue;
+            };
+            tokio::spawn(serve_connection(
+                (input, output, name),
+                server.clone(),
+                limits.clone(),
+                Vec::new(),
+                guard,
             ));
-            let line = error_line(&format!(
-                "the gateway has {} clients connected, its limit (gateway.max_connections); try again later",
-                limits.max_connections
-            ));
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                    output.write_all(format!("{line}\n").as_bytes()).await?;
-                    output.shutdown().await
-                })
-                .await;
-            });
             continue;
+        };
+        let (ticket, evicted) = authenticating.enter();
+        if evicted % 1000 == 1 {
+            server.log_line(&format!(
+                "gateway: {MAX_AUTHENTICATING} connections were still to send their token: closed the oldest to make room ({evicted} so far)"
+            ));
         }
-        open.fetch_add(1, Ordering::SeqCst);
-        let guard = Open(open.clone());
-        tokio::spawn(serve_connection(
-            (input, output, name),
-            server.clone(),
-            limits.clone(),
-            token.clone(),
-            guard,
-        ));
+        let (open, server, limits) = (open.clone(), server.clone(), limits.clone());
+        let authenticating = authenticating.clone();
+        tokio::spawn(async move {
+            let mut input = input;
+            let within = limits.idle_timeout.min(AUTH_DEADLINE);
+            let checked = tokio::select! {
+                checked = read_token_line(&mut input, &token, within) => Some(checked),
+                () = ticket.1.notified() => None,
+            };
+            authenticating.leave(ticket.0);
+            let rest = match checked {
+                Some(Ok(rest)) => rest,
+                // Made room for a newer connection: counted above, not logged one by one.
+                None => return,
+                Some(Err(why)) => {
+                    server.log_line(&format!("gateway: refused {name}: {why}"));
+                    let line = error_line(&format!(
+                        "{why}; send {{\"token\": \"...\"}} with the gateway's token (gateway.token in its config.yaml, or HERMES_GATEWAY_TOKEN) as the first line"
+                    ));
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        output.write_all(format!("{line}\n").as_bytes()).await?;
+                        output.shutdown().await
+                    })
+                    .await;
+                    return;
+                }
+            };
+            // Only a client that gave the token takes one of the slots.
+            if let Some(guard) = admit(&open, &limits, &server, &name, &mut output) {
+                serve_connection((input, output, name), server, limits, rest, guard).await;
+            }
+        });
     }
 }
 
-/// One TCP client: reads its lines under the limits until it stops sending, the gateway
-/// shuts down, or the connection is dropped.
-async fn serve_connection(
-    (mut input, mut output, name): (Reader, Writer, String),
-    server: Server,
-    limits: Arc<GatewayLimits>,
-    token: Option<Arc<str>>,
-    _open: Open,
-) {
-    let mut chunk = vec![0u8; 16 * 1024];
-    // Any local account can reach a loopback port: a TCP client proves it was given the
-    // gateway's token before anything it sends is read as a message. (A Unix socket's
-    // mode already admits only its owner.)
-    let token_check = match &token {
-        Some(token) => read_token_line(&mut input, &mut chunk, token, limits.idle_timeout).await,
-        None => Ok(Vec::new()),
-    };
-    let rest = match token_check {
-        Ok(rest) => rest,
-        Err(why) => {
-            server.log_line(&format!("gateway: refused {name}: {why}"));
-            let line = error_line(&format!(
-                "{why}; send {{\"token\": \"...\"}} with the gateway's token (gateway.token in its config.yaml, or HERMES_GATEWAY_TOKEN) as the first line"
-            ));
+/// The connections still to send their token line, oldest first, each with what closes it.
+#[derive(Default)]
+struct Authenticating {
+    waiting: std::sync::Mutex<
+        std::collections::VecDeque<(u64, std::time::Instant, Arc<tokio::sync::Notify>)>,
+    >,
+    next: std::sync::atomic::AtomicU64,
+    evicted: std::sync::atomic::AtomicU64,
+}
+
+impl Authenticating {
+    /// A place for a new connection, closing the oldest waiting one when
+    /// [`MAX_AUTHENTICATING`] are taken and it had its [`AUTH_GRACE`] (or
+    /// [`MAX_AUTHENTICATING_HARD`] are); also how many were closed so far for that (0: none
+    /// now).
+    fn enter(&self) -> ((u64, Arc<tokio::sync::Notify>), u64) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut evicted = 0;
+        let oldest_is_due = waiting
+            .front()
+            .is_some_and(|(_, since, _)| since.elapsed() >= AUTH_GRACE);
+        let full = waiting.len() >= MAX_AUTHENTICATING_HARD
+            || (waiting.len() >= MAX_AUTHENTICATING && oldest_is_due);
+        if full {
+            if let Some((_, _, oldest)) = waiting.pop_front() {
+                oldest.notify_one();
+                evicted = self.evicted.fetch_add(1, Ordering::Relaxed) + 1;
+            }
+        }
+        waiting.push_back((id, std::time::Instant::now(), notify.clone()));
+        ((id, notify), evicted)
+    }
+
+    fn leave(&self, id: u64) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = waiting.iter().position(|(i, _, _)| *i == id) {
+            waiting.remove(at);
+        }
+    }
+}
+
+/// Takes one of `gateway.max_connections` for a client, or tells it the gateway is full
+/// (closing it) and returns `None`.
+fn admit(
+    open: &Arc<AtomicUsize>,
+    limits: &GatewayLimits,
+    server: &Server,
+    name: &str,
+    output: &mut Writer,
+) -> Option<Open> {
+    if open.load(Ordering::SeqCst) >= limits.max_connections {
+        server.log_line(&format!(
+            "gateway: refused {name}: {} clients are connected (gateway.max_connections)",
+            limits.max_connections
+        ));
+        let line = error_line(&format!(
+            "the gateway has {} clients connected, its limit (gateway.max_connections); try again later",
+            limits.max_connections
+        ));
+        let mut output = std::mem::replace(output, Box::new(tokio::io::sink()));
+        tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(1), async {
                 output.write_all(format!("{line}\n").as_bytes()).await?;
                 output.shutdown().await
             })
             .await;
-            return;
-        }
-    };
+        });
+        return None;
+    }
+    open.fetch_add(1, Ordering::SeqCst);
+    Some(Open(open.clone()))
+}
+
+/// One TCP client: reads its lines under the limits until it stops sending, the gateway
+/// shuts down, or the connection is dropped.
+async fn serve_connection(
+    (mut input, output, name): (Reader, Writer, String),
+    server: Server,
+    limits: Arc<GatewayLimits>,
+    rest: Vec<u8>,
+    _open: Open,
+) {
+    // Allocated only now: a connection that never authenticates costs no buffer.
+    let mut chunk = vec![0u8; 16 * 1024];
     let (conn, mut killed) = server.router().open_task(name.clone(), output);
     let mut closing = server.closing();
     let mut lines = LineSplitter::new(limits.max_line_bytes);

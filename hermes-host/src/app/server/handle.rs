@@ -224,14 +224,29 @@ fn turn(core: &Core, chat: &Chat, live: &mut Live, message: &Inbound, text: &str
     );
 }
 
-/// Bounds what a chat keeps in memory: its last `window` history entries (everything is in
-/// its transcript). Trimmed in steps of a quarter window, so a long chat does not shift
-/// its whole window on every turn.
+/// The most bytes of text a chat's history keeps in memory, whatever its window in entries:
+/// 200 entries of 1 MiB messages would be 200 MiB for one chat.
+pub const HISTORY_MAX_BYTES: usize = 16 << 20;
+
+/// Bounds what a chat keeps in memory: its last `window` history entries, and at most
+/// [`HISTORY_MAX_BYTES`] of their text, the last two entries always (everything is in its
+/// transcript). Trimmed in steps of a quarter window, so a long chat does not shift its
+/// whole window on every turn.
 fn keep_window(history: &mut Vec<serde_json::Value>, window: usize) {
     if history.len() > window + window / 4 {
         let drop = history.len() - window;
         history.drain(..drop);
         history.shrink_to(window + window / 4 + 16);
+    }
+    let sizes: Vec<usize> = history.iter().map(text_bytes).collect();
+    let mut total: usize = sizes.iter().sum();
+    let mut drop = 0;
+    while total > HISTORY_MAX_BYTES && history.len() - drop > 2 {
+        total -= sizes[drop];
+        drop += 1;
+    }
+    if drop > 0 {
+        history.drain(..drop);
     }
 }
 
@@ -311,4 +326,42 @@ fn unix_time() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The bytes of text in a JSON value (its strings, keys included), without serialising it.
+fn text_bytes(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::String(s) => s.len(),
+        serde_json::Value::Array(items) => items.iter().map(text_bytes).sum(),
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| k.len() + text_bytes(v)).sum(),
+        _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_is_bounded_in_bytes_as_well_as_entries() {
+        let big = "x".repeat(1 << 20);
+        let mut history: Vec<serde_json::Value> = (0..40)
+            .map(|i| serde_json::json!({"role": "user", "content": format!("{i}{big}")}))
+            .collect();
+        keep_window(&mut history, 200);
+        let total: usize = history.iter().map(text_bytes).sum();
+        assert!(total <= HISTORY_MAX_BYTES, "{total}");
+        assert!(
+            history.last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("39")
+        );
+        // The last two entries stay, however large.
+        let mut huge: Vec<serde_json::Value> = (0..3)
+            .map(|_| serde_json::json!({"content": "y".repeat(HISTORY_MAX_BYTES)}))
+            .collect();
+        keep_window(&mut huge, 200);
+        assert_eq!(huge.len(), 2);
+    }
 }

@@ -91,6 +91,8 @@ pub(crate) struct Chat {
 
 struct ChatState {
     queue: VecDeque<Job>,
+    /// The bytes of the messages in `queue`.
+    queued_bytes: usize,
     /// A worker is running this chat's queue.
     running: bool,
     /// `None` while a job runs (the worker holds it) and after the chat was closed.
@@ -118,7 +120,13 @@ pub(crate) struct Chats {
 pub enum Rejected {
     /// The server is shutting down.
     ShuttingDown,
+    /// The chat has this many bytes of messages waiting already.
+    ChatFull(usize),
 }
+
+/// The most bytes of messages one chat may have waiting: one client cannot queue memory
+/// without bound behind a long turn; it is told to wait instead.
+pub const MAX_QUEUED_BYTES_PER_CHAT: usize = 16 << 20;
 
 impl std::fmt::Display for Rejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -126,6 +134,10 @@ impl std::fmt::Display for Rejected {
             Rejected::ShuttingDown => {
                 f.write_str("the gateway is shutting down; message not handled")
             }
+            Rejected::ChatFull(bytes) => write!(
+                f,
+                "this chat has {bytes} bytes of messages waiting already (at most {MAX_QUEUED_BYTES_PER_CHAT}); message not handled: send it again once the earlier ones are answered"
+            ),
         }
     }
 }
@@ -208,6 +220,7 @@ pub(crate) fn submit(
                 chat_id: message.chat_id.clone(),
                 state: Mutex::new(ChatState {
                     queue: VecDeque::new(),
+                    queued_bytes: 0,
                     running: false,
                     live: Some(Live::fresh(session)),
                     last_activity: Instant::now(),
@@ -215,18 +228,29 @@ pub(crate) fn submit(
             })
         })
         .clone();
+    let mut state = lock(&chat.state);
+    let size = message_bytes(&message);
+    if state.queued_bytes + size > MAX_QUEUED_BYTES_PER_CHAT && !state.queue.is_empty() {
+        return Err(Rejected::ChatFull(state.queued_bytes));
+    }
+    state.queued_bytes += size;
     core.router.subscribe(&key, origin);
     origin.begin();
     push(
         core,
         &chat,
-        lock(&chat.state),
+        state,
         Job::Message {
             message,
             origin: origin.clone(),
         },
     );
     Ok(())
+}
+
+/// What a queued message holds, near enough: its text and ids.
+fn message_bytes(message: &Inbound) -> usize {
+    message.text.len() + message.chat_id.len() + message.user_id.len() + 64
 }
 
 /// Makes room for a new chat: the chat quiet longest that has no work queued or running is
@@ -279,6 +303,10 @@ fn work(core: &Arc<Core>, chat: &Arc<Chat>) {
             let mut state = lock(&chat.state);
             match state.queue.pop_front() {
                 Some(job) => {
+                    if let Job::Message { message, .. } = &job {
+                        state.queued_bytes =
+                            state.queued_bytes.saturating_sub(message_bytes(message));
+                    }
                     let live = state.live.take();
                     (job, live, state.last_activity.elapsed())
                 }
@@ -367,6 +395,7 @@ fn drop_queued(core: &Arc<Core>) -> usize {
     let map = lock(&core.chats.map);
     for chat in map.values() {
         let mut state = lock(&chat.state);
+        state.queued_bytes = 0;
         for job in std::mem::take(&mut state.queue) {
             match job {
                 Job::Message { origin, .. } => {

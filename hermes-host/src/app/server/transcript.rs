@@ -140,10 +140,7 @@ impl TranscriptStore {
     ///
     /// [`TranscriptError::BadSessionId`] when the id is empty or could leave the directory.
     pub fn path_of(&self, session_id: &str) -> Result<PathBuf, TranscriptError> {
-        let bad = session_id.is_empty()
-            || session_id.contains(['/', '\\', '\0'])
-            || session_id.starts_with('.');
-        if bad {
+        if hermes_host::home::check_session_id(session_id).is_err() {
             return Err(TranscriptError::BadSessionId(session_id.to_string()));
         }
         Ok(self.dir.join(format!("{session_id}.jsonl")))
@@ -168,7 +165,11 @@ impl TranscriptStore {
         let path = self.path_of(session_id)?;
         if let Some(spares) = &self.spares {
             // Only a missing transcript takes a spare; finding out costs a failed lookup.
-            match OpenOptions::new().append(true).open(&path) {
+            match OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+            {
                 Ok(file) => return Ok(OpenTranscript { path, file }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     spares.place(&path);
@@ -177,13 +178,8 @@ impl TranscriptStore {
             }
         }
         // Transcripts hold what users said: private to the user, like config.yaml.
-        let open = || {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&path)
-        };
+        // Never through a link or into another user's file.
+        let open = || hermes_host::private_file::open_append(&path);
         let file = match open() {
             Ok(file) => Ok(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -647,6 +647,16 @@ fn doctor(
     as_json: bool,
     work_dir: Option<&Path>,
 ) -> anyhow::Result<ExitStatus> {
+    // A home another user can write is the first problem: every other command refuses it.
+    if let Err(why) = settings.home.check_trusted() {
+        if as_json {
+            print_json(&json!({ "hooks": [], "problems": 1, "home_error": why }))?;
+        } else {
+            println!("{why}");
+            println!("1 issue(s) found.  Fix the home first: hermes refuses to use it.");
+        }
+        return Ok(ExitStatus::Failure);
+    }
     let (config, unreadable) = settings.home.load_config();
     // A config.yaml that cannot be read is the first problem, not "no hooks": its hooks
     // are off until it is fixed.

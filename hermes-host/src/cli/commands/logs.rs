@@ -16,6 +16,10 @@ use crate::cli::settings::Settings;
 /// How often `--follow` looks for new lines.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The most of one line that is kept and shown; the rest is counted. A log line is far
+/// shorter; a file that is not a log (or a line someone filled) must not fill memory.
+const MAX_LINE: usize = 64 * 1024;
+
 pub fn run(args: LogsArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let path = resolve(args.file.as_deref(), settings);
     let min_level = match &args.level {
@@ -29,7 +33,9 @@ pub fn run(args: LogsArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         None => None,
         Some(text) => {
             let age = parse_duration(text).ok_or_else(|| {
-                anyhow::anyhow!("--since {text}: give a duration such as 90s, 10m, 2h or 1d")
+                anyhow::anyhow!(
+                    "--since {text}: give a duration with its unit, such as 90s, 10m, 2h or 1d"
+                )
             })?;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -52,25 +58,46 @@ pub fn run(args: LogsArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
             path.display()
         );
     }
-    // What is there: the rotated files, oldest first, then the current one.
-    let mut matching: Vec<String> = Vec::new();
-    for n in (1..=KEEP).rev() {
-        let old = PathBuf::from(format!("{}.{n}", path.display()));
-        if let Ok(file) = std::fs::File::open(&old) {
-            collect(std::io::BufReader::new(file), &filter, &mut matching);
+    if let Ok(meta) = std::fs::metadata(&path) {
+        if !meta.is_file() {
+            bail!(
+                "{} is not a regular file (a device or a pipe never ends); give a log file",
+                path.display()
+            );
         }
     }
-    let mut current = std::fs::File::open(&path).ok();
-    if let Some(file) = current.as_mut() {
-        collect(std::io::BufReader::new(&mut *file), &filter, &mut matching);
-    }
-    let skip = if args.lines == 0 {
-        0
-    } else {
-        matching.len().saturating_sub(args.lines)
-    };
+    // What is there: the rotated files, oldest first, then the current one. With `-n`,
+    // only the last lines are kept; without, each is printed as it is read.
     let mut out = std::io::stdout().lock();
-    for line in &matching[skip..] {
+    let mut last: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut each = |line: String| -> bool {
+        if args.lines == 0 {
+            return writeln!(out, "{line}").is_ok();
+        }
+        if last.len() == args.lines {
+            last.pop_front();
+        }
+        last.push_back(line);
+        true
+    };
+    let mut current = None;
+    for n in (0..=KEEP).rev() {
+        let file = if n == 0 {
+            path.clone()
+        } else {
+            PathBuf::from(format!("{}.{n}", path.display()))
+        };
+        let Ok(mut opened) = hermes_host::private_file::open_regular(&file) else {
+            continue;
+        };
+        if !collect(&mut opened, &filter, &mut each) {
+            return Ok(ExitStatus::Success);
+        }
+        if n == 0 {
+            current = Some(opened);
+        }
+    }
+    for line in last {
         if writeln!(out, "{line}").is_err() {
             return Ok(ExitStatus::Success);
         }
@@ -145,13 +172,35 @@ fn level_rank(level: &str) -> Option<usize> {
     LEVELS.iter().position(|l| *l == level).map(|i| i + 1)
 }
 
-fn collect(reader: impl std::io::BufRead, filter: &Filter, out: &mut Vec<String>) {
-    for line in reader.split(b'\n').map_while(Result::ok) {
-        let line = String::from_utf8_lossy(&line).into_owned();
+/// Hands every line of `reader` that `filter` keeps to `each`, shown as [`shown`] shows
+/// it; `false` when `each` said to stop (stdout closed).
+fn collect(
+    reader: impl std::io::Read,
+    filter: &Filter,
+    each: &mut impl FnMut(String) -> bool,
+) -> bool {
+    let mut go_on = true;
+    hermes_host::lines::read_lines(reader, MAX_LINE, |piece| {
+        let line = match piece {
+            hermes_host::lines::Piece::Line(_, bytes) => shown(bytes),
+            hermes_host::lines::Piece::TooLong(n) => {
+                format!("[line {n}: longer than {MAX_LINE} bytes; not shown]")
+            }
+        };
         if filter.keeps(&line) {
-            out.push(line);
+            go_on = each(line);
         }
-    }
+        go_on
+    });
+    go_on
+}
+
+/// One line of a log file as it is printed: UTF-8 (lossy), control characters visible, so
+/// that what a client or a plugin put in a message cannot drive the reader's terminal.
+fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.strip_suffix('\r').unwrap_or(&text);
+    hermes_host::lines::escape_controls(text).into_owned()
 }
 
 /// Prints lines as they are appended to `path`, reopening it when it is rotated (a new
@@ -175,9 +224,13 @@ fn follow(
                 grew = true;
                 position += chunk.len() as u64;
                 pending.extend_from_slice(&chunk);
+                if pending.len() > MAX_LINE && !pending.contains(&b'\n') {
+                    // A line that never ends: keep its start, drop the middle.
+                    pending.truncate(MAX_LINE);
+                }
                 while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=end).collect();
-                    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                    let text = shown(&line[..line.len() - 1]);
                     if filter.keeps(&text) {
                         let mut out = std::io::stdout().lock();
                         if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
@@ -208,13 +261,12 @@ fn follow(
     }
 }
 
-/// `90s`, `10m`, `2h`, `1d`, or a bare number of seconds.
+/// `90s`, `10m`, `2h`, `1d`: a number and its unit (a bare number is refused: minutes
+/// or seconds?). `None` for anything else, and for an age past what a clock can hold.
 fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&text[..i], &text[i..]),
-        None => (text, "s"),
-    };
+    let i = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = (&text[..i], &text[i..]);
     let value: f64 = number
         .parse()
         .ok()
@@ -226,7 +278,9 @@ fn parse_duration(text: &str) -> Option<Duration> {
         "d" => value * 86400.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| d.as_secs() < 1 << 40)
 }
 
 #[cfg(test)]
@@ -239,8 +293,9 @@ mod tests {
         assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
         assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
         assert_eq!(parse_duration("1d"), Some(Duration::from_secs(86400)));
-        assert_eq!(parse_duration("5"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("5"), None);
         assert_eq!(parse_duration("5w"), None);
+        assert_eq!(parse_duration("99999999999999999999d"), None);
         let filter = Filter {
             min_level: level_rank("INFO").unwrap(),
             since: Some("2026-12-06T09:00:00.000000Z".into()),

@@ -46,8 +46,10 @@ impl PidFile {
     ///
     /// When the file cannot be written.
     pub fn write(settings: &Settings) -> std::io::Result<PidFile> {
+        use std::io::Write as _;
         let path = pid_file(settings);
-        std::fs::write(&path, format!("{}\n", std::process::id()))?;
+        hermes_host::private_file::create_fresh(&path)?
+            .write_all(format!("{}\n", std::process::id()).as_bytes())?;
         Ok(PidFile(path))
     }
 }
@@ -55,8 +57,8 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         // Only our own: a gateway started later in the same home wrote its pid over ours.
-        let ours = std::fs::read_to_string(&self.0)
-            .is_ok_and(|text| text.trim() == std::process::id().to_string());
+        let ours = hermes_host::private_file::read_regular(&self.0)
+            .is_ok_and(|text| text.trim_ascii() == std::process::id().to_string().as_bytes());
         if ours {
             let _ = std::fs::remove_file(&self.0);
         }
@@ -76,66 +78,38 @@ impl GatewayLock {
     /// Another gateway holds it (named by the pid file, with what to do), or the lock file
     /// cannot be opened.
     pub fn take(settings: &Settings) -> anyhow::Result<GatewayLock> {
-        use std::os::fd::AsRawFd as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let path = settings.home.root().join("gateway.lock");
+        let path = super::state::gateway_lock(settings);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let pid = std::fs::read_to_string(pid_file(settings))
-                .map(|p| format!(" (pid {})", p.trim()))
-                .unwrap_or_default();
-            bail!(
-                "another gateway{pid} is already serving {}; stop it first, reload it with `hermes gateway reload`, or pass --beside-another to run a second one on the same home",
-                settings.home.root().display()
-            );
+        match super::state::try_lock(&path)? {
+            Some(file) => Ok(GatewayLock(file)),
+            None => {
+                let pid = super::state::lock_holder(&path)
+                    .map(|p| format!(" (pid {p})"))
+                    .unwrap_or_default();
+                bail!(
+                    "another gateway{pid} is already serving {}; stop it first, reload it with `hermes gateway reload`, or pass --beside-another to run a second one on the same home",
+                    settings.home.root().display()
+                );
+            }
         }
-        Ok(GatewayLock(file))
     }
 }
 
 /// `hermes gateway reload`: signals the gateway of this home to reload its hooks.
 pub fn signal_running(settings: &Settings) -> anyhow::Result<ExitStatus> {
-    let path = pid_file(settings);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "no gateway is running for {} ({} does not exist); start one with `hermes gateway run`",
-            settings.home.root().display(),
-            path.display()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    let pid: libc::pid_t = text.trim().parse().with_context(|| {
-        format!(
-            "{} does not hold a process id ({:?}); remove it and start the gateway again",
-            path.display(),
-            text.trim()
-        )
-    })?;
-    // A pid file outlives a gateway killed with SIGKILL, and the number may have been
-    // reused since: only signal a `hermes ... gateway run`.
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let is_gateway = words
-        .windows(2)
-        .any(|w| w == [&b"gateway"[..], &b"run"[..]]);
-    if !is_gateway {
+    // The process holding this home's gateway lock, never a pid a file names: a pid file
+    // outlives a gateway killed with SIGKILL, and a copied home names the original's.
+    let Some(pid) = super::state::gateway_pid(settings) else {
         bail!(
-            "the gateway recorded in {} (pid {pid}) is not running any more; remove the file, or start the gateway again",
-            path.display()
+            "no gateway is running for {} (nothing holds {}); start one with `hermes gateway run`",
+            settings.home.root().display(),
+            super::state::gateway_lock(settings).display()
         );
-    }
+    };
+    let pid = pid as libc::pid_t;
     // SAFETY: kill(2) with a signal number; the pid was checked above.
     if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
         let error = std::io::Error::last_os_error();

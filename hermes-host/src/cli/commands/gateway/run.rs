@@ -98,7 +98,7 @@ fn raise_open_file_limit() {
 fn stderr_log() -> Arc<dyn GatewayLog> {
     Arc::new(|line: &str| {
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{line}");
+        let _ = writeln!(err, "{}", hermes_host::lines::escape_controls(line));
     })
 }
 
@@ -130,6 +130,7 @@ fn event_counts(publisher: &crate::app::fleet::publish::Publisher) -> super::sta
         published: c.published.load(Ordering::Relaxed),
         spooled: c.spooled.load(Ordering::Relaxed),
         dropped: c.dropped.load(Ordering::Relaxed),
+        duplicates: c.duplicates.load(Ordering::Relaxed),
     }
 }
 
@@ -144,8 +145,9 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 /// `config.yaml`. A loopback port is open to every account on the machine, so the gateway
 /// does not listen on one without a token.
 fn tcp_token(settings: &Settings, config: &Config) -> anyhow::Result<std::sync::Arc<str>> {
-    let from_env = std::env::var("HERMES_GATEWAY_TOKEN")
-        .ok()
+    let from_env = settings
+        .gateway_token
+        .clone()
         .filter(|t| !t.trim().is_empty());
     let token = match from_env {
         Some(token) => token,
@@ -538,8 +540,8 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         publisher.shutdown(runtime.handle(), Duration::from_secs(10));
         let c = event_counts(publisher);
         log.line(&format!(
-            "gateway: events: {} published, {} spooled, {} dropped",
-            c.published, c.spooled, c.dropped
+            "gateway: events: {} published, {} spooled, {} dropped, {} duplicate(s) the broker had already",
+            c.published, c.spooled, c.dropped, c.duplicates
         ));
     }
     // Tasks still waiting on idle clients end with the runtime; nothing of theirs is

@@ -50,7 +50,16 @@ fn service_path(settings: &Settings) -> PathBuf {
 }
 
 fn read_service(settings: &Settings) -> Option<Service> {
-    serde_json::from_str(&std::fs::read_to_string(service_path(settings)).ok()?).ok()
+    serde_json::from_slice(&hermes_host::private_file::read_regular(&service_path(settings)).ok()?)
+        .ok()
+}
+
+fn write_service(settings: &Settings, service: &Service) -> anyhow::Result<()> {
+    let path = service_path(settings);
+    let text = serde_json::to_string_pretty(service)?;
+    hermes_host::private_file::create_fresh(&path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The unit file's path: `$XDG_CONFIG_HOME/systemd/user/`, else `~/.config/systemd/user/`.
@@ -116,21 +125,58 @@ pub fn unit_text(exe: &Path, home: &Path, args: &[String]) -> String {
         exec.push(quote(&home.join("gateway.sock").display().to_string()));
     }
     exec.extend(args.iter().map(|a| quote(a)));
+    let home_text = home.display().to_string();
     format!(
-        "[Unit]\nDescription=Hermes gateway ({home})\nAfter=network.target\n\n[Service]\nType=simple\nEnvironment=HERMES_HOME={home_q}\nExecStart={exec}\nExecReload=/bin/kill -HUP $MAINPID\nRestart=on-failure\nRestartSec=2\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
-        home = home.display(),
-        home_q = quote(&home.display().to_string()),
+        "[Unit]\nDescription=Hermes gateway ({home})\nAfter=network.target\n\n[Service]\nType=simple\nEnvironment={environment}\nExecStart={exec}\nExecReload=/bin/kill -HUP $MAINPID\nRestart=on-failure\nRestartSec=2\nKillSignal=SIGTERM\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n",
+        home = escape_unit(&home_text, false),
+        environment = unit_value(&format!("HERMES_HOME={home_text}"), false),
         exec = exec.join(" "),
     )
 }
 
-/// A word for a unit's command line: quoted when it has a space, a quote or a backslash.
+/// A word for a unit's command line (`ExecStart=`), as systemd reads it back: quoted when
+/// it has a space, a quote, a backslash or a control character; C escapes for those (a
+/// newline in an argument must not start a directive of its own); `%%` for a `%` (else a
+/// specifier: `%h` is the user's home) and `$$` for a `$` (else a variable).
 fn quote(word: &str) -> String {
-    if word.is_empty() || word.contains([' ', '"', '\\', '\'', '\t']) {
-        format!("\"{}\"", word.replace('\\', "\\\\").replace('"', "\\\""))
+    unit_value(word, true)
+}
+
+/// [`quote`]'s rules; `$` doubled only where systemd expands variables (`dollars`).
+fn unit_value(word: &str, dollars: bool) -> String {
+    let needs_quotes = word.is_empty()
+        || word
+            .chars()
+            .any(|c| matches!(c, ' ' | '"' | '\\' | '\'') || c.is_control());
+    let escaped = escape_unit(word, dollars);
+    if needs_quotes {
+        format!("\"{escaped}\"")
     } else {
-        word.to_string()
+        escaped
     }
+}
+
+fn escape_unit(word: &str, dollars: bool) -> String {
+    let mut out = String::with_capacity(word.len());
+    for c in word.chars() {
+        match c {
+            '%' => out.push_str("%%"),
+            '$' if dollars => out.push_str("$$"),
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let mut bytes = [0u8; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 pub fn install(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatus> {
@@ -172,10 +218,21 @@ pub fn uninstall() -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// The running gateway of this home: its state, when its process is alive.
+/// The running gateway of this home (the process holding its lock): its state file when
+/// that names the same process, else what is known without it (a gateway still starting,
+/// or a state file that was damaged).
 fn running(settings: &Settings) -> Option<State> {
-    let state = state::read(&state::path(settings))?;
-    state::is_gateway(state.pid).then_some(state)
+    let pid = state::gateway_pid(settings)?;
+    Some(serving(settings).unwrap_or(State {
+        pid,
+        ..State::default()
+    }))
+}
+
+/// The state of this home's gateway once it serves: it writes the file then.
+fn serving(settings: &Settings) -> Option<State> {
+    let pid = state::gateway_pid(settings)?;
+    state::read(&state::path(settings)).filter(|s| s.pid == pid)
 }
 
 pub fn start(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatus> {
@@ -205,6 +262,10 @@ pub fn start(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatus>
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    if let Some(token) = &settings.gateway_token {
+        // Out of this process's environment since it started; the gateway needs it.
+        cmd.env("HERMES_GATEWAY_TOKEN", token);
+    }
     // SAFETY: setsid(2) in the child before exec touches nothing of the parent's: the
     // supervisor leaves this terminal's session, so closing it does not stop the gateway.
     unsafe {
@@ -220,14 +281,12 @@ pub fn start(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatus>
         supervisor: child.id(),
         args: args.clone(),
     };
-    std::fs::write(
-        service_path(settings),
-        serde_json::to_string_pretty(&service)?,
-    )
-    .with_context(|| format!("cannot write {}", service_path(settings).display()))?;
     let started = Instant::now();
     loop {
-        if let Some(state) = running(settings) {
+        if let Some(state) = serving(settings) {
+            // Only now: a record of a gateway that never served would name a process
+            // that is not ours to signal.
+            write_service(settings, &service)?;
             // The supervisor is the gateway's parent: reaped by init once we exit.
             println!(
                 "Started the gateway (pid {}), serving {}.",
@@ -261,10 +320,9 @@ pub fn stop(settings: &Settings, timeout: Duration) -> anyhow::Result<ExitStatus
     if via_systemd() {
         return systemctl(&["stop", UNIT]);
     }
-    let supervisor = read_service(settings)
-        .map(|s| s.supervisor)
-        .filter(|pid| state::command_has(*pid, &[b"gateway", b"supervise"]));
-    let gateway = running(settings).map(|s| s.pid);
+    // Only processes proved to be this home's, by the locks they hold.
+    let supervisor = state::supervisor_pid(settings);
+    let gateway = state::gateway_pid(settings);
     let targets: Vec<u32> = supervisor.into_iter().chain(gateway).collect();
     if targets.is_empty() {
         println!("The gateway is not running.");
@@ -276,11 +334,18 @@ pub fn stop(settings: &Settings, timeout: Duration) -> anyhow::Result<ExitStatus
     // SAFETY: kill(2) with a signal number, on a pid checked above.
     unsafe { libc::kill(first as libc::pid_t, libc::SIGTERM) };
     let started = Instant::now();
-    while targets.iter().any(|pid| alive(*pid)) {
+    while targets.iter().any(|pid| state::alive(*pid)) {
         if started.elapsed() > timeout {
-            for pid in targets.iter().filter(|p| alive(**p)) {
+            // A gateway killed outright cannot end the process groups of its running turn
+            // (a terminal command, a hook): they are found now, while they are still its
+            // descendants, and ended with it.
+            let groups = descendant_groups(&targets);
+            for pid in targets.iter().filter(|p| state::alive(**p)) {
                 // SAFETY: as above.
                 unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            }
+            for group in groups {
+                let _ = hermes_host::process::kill_group(group);
             }
             println!(
                 "The gateway did not stop within {} s of SIGTERM; killed it.",
@@ -295,19 +360,6 @@ pub fn stop(settings: &Settings, timeout: Duration) -> anyhow::Result<ExitStatus
         gateway.map(|p| format!(" (pid {p})")).unwrap_or_default()
     );
     Ok(ExitStatus::Success)
-}
-
-/// Whether `pid` is still a process (not a zombie).
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the field after the command name, which is in parentheses.
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|rest| rest.split_whitespace().next());
-    !matches!(state, Some("Z") | Some("X") | None)
 }
 
 pub fn restart(
@@ -367,7 +419,7 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
                 "reloads": state.reloads,
                 "events": state.events,
                 "log_file": log_file,
-                "supervised": read_service(settings).is_some_and(|s| state::command_has(s.supervisor, &[b"gateway", b"supervise"])),
+                "supervised": state::supervisor_pid(settings).is_some(),
             })
         );
         return Ok(ExitStatus::Success);
@@ -411,8 +463,8 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
     if let Some(events) = &state.events {
         let _ = writeln!(
             out,
-            "  events: {} published, {} spooled, {} dropped",
-            events.published, events.spooled, events.dropped
+            "  events: {} published, {} spooled, {} dropped, {} duplicate(s)",
+            events.published, events.spooled, events.dropped, events.duplicates
         );
     }
     let _ = writeln!(
@@ -466,6 +518,15 @@ extern "C" fn on_stop(signal: libc::c_int) {
 /// [`MAX_CRASHES`] failures within [`CRASH_WINDOW`]. SIGTERM and SIGINT are passed on to
 /// the gateway, which then stops for good.
 pub fn supervise(settings: &Settings, args: &[String]) -> anyhow::Result<ExitStatus> {
+    // Held for the supervisor's life: how `stop` and `status` know it is this home's.
+    let lock = state::supervisor_lock(settings);
+    let Some(_lock) = state::try_lock(&lock)? else {
+        bail!(
+            "another supervisor (pid {}) is already running the gateway of {}; `hermes gateway stop` stops it",
+            state::lock_holder(&lock).map_or("unknown".into(), |p| p.to_string()),
+            settings.home.root().display()
+        );
+    };
     // SAFETY: installing an async-signal-safe handler that only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
@@ -487,16 +548,23 @@ pub fn supervise(settings: &Settings, args: &[String]) -> anyhow::Result<ExitSta
     let mut crashes: Vec<Instant> = Vec::new();
     let mut backoff = Duration::from_secs(1);
     loop {
-        let mut child = Command::new(exe()?)
-            .arg("--home")
+        let mut cmd = Command::new(exe()?);
+        cmd.arg("--home")
             .arg(settings.home.root())
             .args(["gateway", "run"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot start hermes gateway run")?;
+            .stderr(Stdio::piped());
+        if let Some(token) = &settings.gateway_token {
+            cmd.env("HERMES_GATEWAY_TOKEN", token);
+        }
+        let started_at = Instant::now();
+        let mut child = cmd.spawn().context("cannot start hermes gateway run")?;
+        let child_pid = child.id();
+        // What it says on stderr before its own log file is open (a bad flag, a missing
+        // token) is the reason it failed: the last lines are kept for the log.
+        let last_words = last_lines(child.stderr.take());
         let status = loop {
             let signal = STOP_SIGNAL.load(Ordering::SeqCst);
             if signal != 0 {
@@ -518,6 +586,30 @@ pub fn supervise(settings: &Settings, args: &[String]) -> anyhow::Result<ExitSta
         if status.success() {
             say("INFO gateway: supervisor: the gateway exited cleanly; not restarting it");
             return Ok(ExitStatus::Success);
+        }
+        // The pipe closes when the gateway exits; what it left running may hold it open.
+        std::thread::sleep(Duration::from_millis(100));
+        let words = last_words
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" | ");
+        if !words.is_empty() {
+            say(&format!(
+                "ERROR gateway: supervisor: the gateway said: {words}"
+            ));
+        }
+        // It served once it wrote its state file (a SIGKILLed gateway leaves it behind).
+        let served = state::read(&state::path(settings)).is_some_and(|s| s.pid == child_pid);
+        let at_start = status.code().is_some() && !served;
+        if at_start && started_at.elapsed() < Duration::from_secs(1) {
+            // An error at start (a flag, the token, the home) happens again at every try.
+            say(&format!(
+                "ERROR gateway: supervisor: the gateway failed at start ({status}); not restarting it. Fix what it said, then `hermes gateway start`"
+            ));
+            return Ok(ExitStatus::Failure);
         }
         let now = Instant::now();
         crashes.retain(|t| now.duration_since(*t) < CRASH_WINDOW);
@@ -542,6 +634,82 @@ pub fn supervise(settings: &Settings, args: &[String]) -> anyhow::Result<ExitSta
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
+}
+
+/// The process groups of every descendant of `roots` (from `/proc`), but the groups of
+/// `roots` themselves and of this process.
+fn descendant_groups(roots: &[u32]) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses.
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if let (Some(ppid), Some(pgrp)) = (
+                fields.get(1).and_then(|f| f.parse().ok()),
+                fields.get(2).and_then(|f| f.parse().ok()),
+            ) {
+                parent_of.push((pid, ppid, pgrp));
+            }
+        }
+    }
+    let group_of = |pid: u32| parent_of.iter().find(|p| p.0 == pid).map(|p| p.2);
+    let mut skip: Vec<u32> = roots.iter().filter_map(|r| group_of(*r)).collect();
+    skip.push(group_of(std::process::id()).unwrap_or(0));
+    let mut seen: Vec<u32> = roots.to_vec();
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < seen.len() {
+        let parent = seen[i];
+        for (pid, ppid, pgrp) in &parent_of {
+            if *ppid == parent && !seen.contains(pid) {
+                seen.push(*pid);
+                if !skip.contains(pgrp) && !groups.contains(pgrp) {
+                    groups.push(*pgrp);
+                }
+            }
+        }
+        i += 1;
+    }
+    groups
+}
+
+/// Reads `stderr` on a thread of its own, keeping its last lines.
+fn last_lines(
+    stderr: Option<std::process::ChildStderr>,
+) -> std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>> {
+    const KEEP: usize = 10;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    if let Some(stderr) = stderr {
+        let sink = lines.clone();
+        let _ = std::thread::Builder::new()
+            .name("hermes-supervise-stderr".into())
+            .spawn(move || {
+                hermes_host::lines::read_lines(stderr, 4096, |piece| {
+                    if let hermes_host::lines::Piece::Line(_, bytes) = piece {
+                        let mut kept = sink.lock().unwrap_or_else(|e| e.into_inner());
+                        if kept.len() == KEEP {
+                            kept.pop_front();
+                        }
+                        kept.push_back(String::from_utf8_lossy(bytes).into_owned());
+                    }
+                    true
+                });
+            });
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -572,6 +740,38 @@ mod tests {
         assert!(
             tcp.contains("ExecStart=/h --home \"/my home\" gateway run --listen 127.0.0.1:7000\n"),
             "{tcp}"
+        );
+    }
+
+    #[test]
+    fn the_unit_keeps_every_argument_one_word_and_expands_nothing() {
+        let text = unit_text(
+            Path::new("/h"),
+            Path::new("/srv/%h/$HOME"),
+            &[
+                "--socket".into(),
+                "/tmp/a\nExecStartPre=/bin/touch /tmp/owned".into(),
+                "--trace-file".into(),
+                "/tmp/$USER %u".into(),
+            ],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            !lines.iter().any(|l| l.starts_with("ExecStartPre")),
+            "{text}"
+        );
+        let exec = lines.iter().find(|l| l.starts_with("ExecStart=")).unwrap();
+        assert_eq!(
+            *exec,
+            "ExecStart=/h --home /srv/%%h/$$HOME gateway run --socket \"/tmp/a\\nExecStartPre=/bin/touch /tmp/owned\" --trace-file \"/tmp/$$USER %%u\""
+        );
+        assert!(
+            text.contains("Environment=HERMES_HOME=/srv/%%h/$HOME\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Description=Hermes gateway (/srv/%%h/$HOME)\n"),
+            "{text}"
         );
     }
 

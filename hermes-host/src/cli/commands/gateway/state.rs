@@ -47,6 +47,9 @@ pub struct EventCounts {
     pub published: u64,
     pub spooled: u64,
     pub dropped: u64,
+    /// Events the broker had seen by id already (see the publisher's log).
+    #[serde(default)]
+    pub duplicates: u64,
 }
 
 impl State {
@@ -106,7 +109,10 @@ impl StateFile {
             .path
             .with_extension(format!("json.tmp-{}", std::process::id()));
         let text = serde_json::to_string_pretty(&self.state).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text)?;
+        std::io::Write::write_all(
+            &mut hermes_host::private_file::create_fresh(&tmp)?,
+            text.as_bytes(),
+        )?;
         std::fs::rename(&tmp, &self.path)
     }
 }
@@ -119,21 +125,95 @@ impl Drop for StateFile {
     }
 }
 
-/// The state in `path`, when there is a readable one.
+/// The state in `path`, when there is a readable one (a regular file: a FIFO there would
+/// hang every command that asks).
 pub fn read(path: &Path) -> Option<State> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    serde_json::from_slice(&hermes_host::private_file::read_regular(path).ok()?).ok()
 }
 
-/// Whether `pid` is a live `hermes ... gateway run` process (a pid file outlives a process
-/// killed with SIGKILL, and its number may be reused).
-pub fn is_gateway(pid: u32) -> bool {
-    command_has(pid, &[b"gateway", b"run"])
+/// `gateway.lock`: held (`flock`) by the gateway serving the home, for as long as it runs.
+pub fn gateway_lock(settings: &Settings) -> PathBuf {
+    settings.home.root().join("gateway.lock")
 }
 
-/// Whether `pid` is a live process whose command line has `words` in a row.
-pub fn command_has(pid: u32, words: &[&[u8]]) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    // A zombie has an empty command line: it is gone for our purposes.
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    args.windows(words.len()).any(|w| w == words)
+/// `gateway.supervisor.lock`: held by the supervisor `gateway start` detaches.
+pub fn supervisor_lock(settings: &Settings) -> PathBuf {
+    settings.home.root().join("gateway.supervisor.lock")
+}
+
+/// The gateway serving this home: the live process of this user holding its lock. Words in
+/// a command line prove nothing (any process may have `gateway run` in its arguments, and a
+/// copied home's files name the original's pid), and a pid file outlives its process; the
+/// kernel's record of who holds the lock on this home's own `gateway.lock` does not.
+pub fn gateway_pid(settings: &Settings) -> Option<u32> {
+    lock_holder(&gateway_lock(settings))
+}
+
+/// The supervisor of this home's gateway, proved as [`gateway_pid`] proves the gateway.
+pub fn supervisor_pid(settings: &Settings) -> Option<u32> {
+    lock_holder(&supervisor_lock(settings))
+}
+
+/// Takes the `flock` on `path` (a regular file, created private, never through a link)
+/// without waiting: `Ok(None)` when another process holds it. The kernel releases it when
+/// the process ends, however it ends.
+///
+/// # Errors
+///
+/// When the file cannot be opened, naming it.
+pub fn try_lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd as _;
+    let file = hermes_host::private_file::open_append(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Ok(None);
+    }
+    Ok(Some(file))
+}
+
+/// The pid holding an `flock` on the file at `path` (that file's device and inode, from
+/// `/proc/locks`), when that process is alive and this user's.
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let wanted = (
+        u64::from(libc::major(meta.dev())),
+        u64::from(libc::minor(meta.dev())),
+        meta.ino(),
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 8602 fe:00:5349492 0 EOF`; a waiter's line has `->`.
+    let holder = locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let pid: u32 = fields.get(4)?.parse().ok()?;
+        let mut id = fields.get(5)?.split(':');
+        let major = u64::from_str_radix(id.next()?, 16).ok()?;
+        let minor = u64::from_str_radix(id.next()?, 16).ok()?;
+        let ino: u64 = id.next()?.parse().ok()?;
+        ((major, minor, ino) == wanted).then_some(pid)
+    })?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let ours = std::fs::metadata(format!("/proc/{holder}")).is_ok_and(|m| m.uid() == me);
+    (ours && alive(holder)).then_some(holder)
+}
+
+/// Whether `pid` is still a process (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the field after the command name, which is in parentheses.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next());
+    !matches!(state, Some("Z") | Some("X") | None)
 }
