@@ -101,6 +101,7 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "isolation_default",
     "slow_callback_warning",
     "python",
+    "entries",
 ];
 
 /// `plugins:`: which plugins load, and how. Read by [`crate::plugins`].

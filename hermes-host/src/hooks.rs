@@ -231,6 +231,7 @@ impl Hooks {
                 safe_mode: false,
                 project_dir: options.project_plugins.clone(),
                 policy: crate::trust::Policy::from_config(&config),
+                host_config: serde_json::to_string(config.root()).ok().map(Into::into),
             };
             plugins = load_all(home, &config.plugins, &discover, &mut registry);
         }

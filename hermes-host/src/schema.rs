@@ -530,6 +530,7 @@ pub fn config_schema() -> Value {
                     "isolation_default": {"enum": ["in-process", "process"], "description": "Where plugins run unless said otherwise."},
                     "slow_callback_warning": {"type": ["string", "number", "boolean"], "description": "A duration such as 500ms, or off."},
                     "python": {"type": "string", "description": "The interpreter of Python plugins (default: python3 on PATH)."},
+                    "entries": {"type": "object", "description": "Per plugin, Hermes's plugins.entries.<name>: its settings (ctx.get_config) and grants."},
                 },
                 "additionalProperties": false,
             },

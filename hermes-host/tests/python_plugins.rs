@@ -889,6 +889,122 @@ fn an_answer_over_the_bound_is_ignored_with_a_warning_and_the_original_kept() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Published plugins' shapes: `ctx` probed with getattr, Hermes's own modules, `.env`
+
+#[test]
+fn ctx_has_the_reference_members_only_and_hermes_modules_answer_from_this_home() {
+    let env = Env::new();
+    env.plugin(
+        "prober",
+        "name: prober\nversion: 1.2.3\ndescription: probes ctx\nauthor: {name: Ada, email: ada@example.org}\n",
+        &[(
+            "__init__.py",
+            "import json, os\n\
+             from hermes_constants import get_hermes_home\n\
+             from hermes_cli.config import load_config, cfg_get\n\
+             from hermes_cli.profiles import get_active_profile_name\n\
+             def register(ctx):\n\
+             \x20   out = {}\n\
+             \x20   out['config'] = repr(getattr(ctx, 'config', None))\n\
+             \x20   out['llm'] = bool(getattr(ctx, 'llm', None))\n\
+             \x20   m = ctx.manifest\n\
+             \x20   out['manifest'] = [type(m).__name__, m.name, m.version, m.description, m.author, m.key]\n\
+             \x20   try:\n\
+             \x20       ctx.no_such_member\n\
+             \x20       out['unknown'] = 'answered'\n\
+             \x20   except AttributeError:\n\
+             \x20       out['unknown'] = 'AttributeError'\n\
+             \x20   cfg = getattr(ctx, 'config', None) or load_config()\n\
+             \x20   out['threshold'] = cfg_get(cfg, 'plugins.entries.prober.settings.threshold', default=1)\n\
+             \x20   out['nested'] = cfg_get(cfg, 'plugins', 'entries', 'prober', 'settings', 'threshold')\n\
+             \x20   out['get_config'] = ctx.get_config('threshold', 0)\n\
+             \x20   out['home'] = str(get_hermes_home())\n\
+             \x20   out['profile'] = [get_active_profile_name(), ctx.profile_name, ctx.plugin_id]\n\
+             \x20   out['token'] = os.environ.get('PROBE_TOKEN')\n\
+             \x20   out['kept'] = os.environ.get('PROBE_KEPT')\n\
+             \x20   out['leaked'] = [k for k in os.environ if k.startswith('HERMES_HOOKS_')]\n\
+             \x20   out['register_tool'] = callable(getattr(ctx, 'register_tool', None))\n\
+             \x20   ctx.register_tool('lookup', 'probe', {}, lambda args: '{}')\n\
+             \x20   ctx.register_hook('pre_tool_call', lambda **kw: None)\n\
+             \x20   open(os.path.join(os.environ['HERMES_HOME'], 'probe.json'), 'w').write(json.dumps(out))\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [prober]\n  entries:\n    prober:\n      settings:\n        threshold: 7\n");
+    let dotenv = env.home().join(".env");
+    std::fs::write(
+        &dotenv,
+        "# credentials\nexport PROBE_TOKEN=\"secret value\"\nPROBE_KEPT=from-dotenv\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&dotenv, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // The host's own environment wins over .env.
+    let out = env.run(
+        &["plugins", "list", "--json"],
+        &[("PROBE_KEPT", "from-the-shell")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let probe: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home().join("probe.json")).unwrap())
+            .unwrap();
+    assert_eq!(probe["config"], "None", "{probe:#}");
+    assert_eq!(probe["llm"], false, "{probe:#}");
+    assert_eq!(
+        probe["manifest"],
+        json!([
+            "PluginManifest",
+            "prober",
+            "1.2.3",
+            "probes ctx",
+            "Ada, ada@example.org",
+            "prober"
+        ])
+    );
+    assert_eq!(probe["unknown"], "AttributeError");
+    assert_eq!(probe["threshold"], 7);
+    assert_eq!(probe["nested"], 7);
+    assert_eq!(probe["get_config"], 7);
+    assert_eq!(probe["home"], env.home().display().to_string());
+    assert_eq!(probe["profile"], json!(["custom", "custom", "prober"]));
+    assert_eq!(probe["token"], "secret value");
+    assert_eq!(probe["kept"], "from-the-shell");
+    assert_eq!(probe["leaked"], json!([]));
+    assert_eq!(probe["register_tool"], true);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = list["plugins"][0]["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "Plugin 'prober' called ctx.register_tool(), which hermes-hooks does not offer"
+        ) && warnings.contains("ctx.llm()"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn a_gateway_handler_imports_hermes_constants_too() {
+    let env = Env::new();
+    let hook = env.home().join("hooks/home-writer");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: home-writer\nevents: [\"agent:start\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        hook.join("handler.py"),
+        "from hermes_constants import get_hermes_home\nfrom hermes_cli.profiles import get_active_profile_name\n\
+         def handle(event_type, context):\n    (get_hermes_home() / 'seen.txt').write_text(event_type + ' ' + get_active_profile_name())\n",
+    )
+    .unwrap();
+    let (out, _) = env.gateway_stdin(&[json!({"chat_id": "c1", "user_id": "u1", "text": "hi"})]);
+    assert_eq!(
+        std::fs::read_to_string(env.home().join("seen.txt")).unwrap_or_default(),
+        "agent:start custom",
+        "{}",
+        text(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Faults
 
 #[test]

@@ -55,6 +55,7 @@ impl Settings {
                 project_dir,
                 // Hooks::load reads `hooks.strict_permissions` when it loads.
                 policy: Default::default(),
+                host_config: None,
             },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
             log_file: args.log_file.clone(),

@@ -32,7 +32,10 @@ use super::process::{HandlerEnv, describe_status, seconds};
 use crate::process::Group;
 
 /// The worker script, run with `python3 -u -c`.
-pub(crate) const WORKER_PY: &str = include_str!("worker.py");
+pub(crate) const WORKER_PY: &str = concat!(
+    include_str!("../plugins/hermes_compat.py"),
+    include_str!("worker.py")
+);
 
 /// How a worker's load ended.
 pub(crate) enum Load {

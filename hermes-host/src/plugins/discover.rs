@@ -18,6 +18,8 @@ pub struct DiscoverOptions {
     /// Whether plugin files others can write are refused (the default) or loaded with a
     /// warning: `hooks.strict_permissions` of `config.yaml`.
     pub policy: Policy,
+    /// `config.yaml` as JSON, for Python plugins' `hermes_cli.config.load_config()`.
+    pub host_config: Option<std::sync::Arc<str>>,
 }
 
 /// One plugin directory found on disk.

@@ -136,11 +136,12 @@ pub fn load_all(
     // Every Python worker starts now, before any waits for its hello, so their interpreters
     // start in parallel; each is then taken up at its plugin's place in the order.
     let interpreter = python::interpreter(config);
+    let context = python::WorkerContext::new(home.root(), options.host_config.clone());
     let mut launching: Vec<Option<python::Launching>> = candidates
         .iter()
         .map(|c| match (&c.status, &c.manifest) {
             (Status::Enabled, Ok(m)) if m.kind == PluginKind::Python => {
-                Some(python::launch(m, &c.key, &c.dir, &interpreter))
+                Some(python::launch(m, &c.key, &c.dir, &interpreter, &context))
             }
             _ => None,
         })

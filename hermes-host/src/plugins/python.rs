@@ -38,8 +38,89 @@ use crate::logging::PluginLogger;
 use crate::process::Group;
 use crate::registry::{ExternalGroup, HookResult};
 
-/// The worker script, run with `<python> -c`.
-pub const DRIVER_PY: &str = include_str!("python_driver.py");
+/// The worker script, run with `<python> -c`: Hermes's own modules first
+/// (`hermes_compat.py`: `hermes_constants`, `hermes_cli.config`, `hermes_cli.profiles`),
+/// then the driver.
+pub const DRIVER_PY: &str = concat!(
+    include_str!("hermes_compat.py"),
+    include_str!("python_driver.py")
+);
+
+/// What every Python worker of one load is started with, besides its plugin: the home, its
+/// `config.yaml` as JSON (what `hermes_cli.config.load_config()` answers), and the
+/// variables of `$HERMES_HOME/.env`, as Hermes loads them for its plugins.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerContext {
+    /// `HERMES_HOME` for the worker.
+    pub home: PathBuf,
+    /// `config.yaml`, as JSON.
+    pub config_json: Option<Arc<str>>,
+    /// `$HERMES_HOME/.env`, `(name, value)`; the host's own environment wins.
+    pub dotenv: Arc<Vec<(String, String)>>,
+}
+
+impl WorkerContext {
+    /// The context for plugins of `home`: its `.env` read now (refused, with a warning,
+    /// when another user could have written it).
+    pub fn new(home: &Path, config_json: Option<Arc<str>>) -> WorkerContext {
+        WorkerContext {
+            home: home.to_path_buf(),
+            config_json,
+            dotenv: Arc::new(dotenv(&home.join(".env"))),
+        }
+    }
+}
+
+/// The variables of a `.env` file as Hermes reads them (python-dotenv's rules, for the
+/// shapes people write): `NAME=value`, `export NAME=value`, quoted values, `#` comments.
+/// Names a process already has are left out: the host's environment wins.
+pub fn dotenv(path: &Path) -> Vec<(String, String)> {
+    let Ok(bytes) = crate::private_file::read_regular(path) else {
+        return Vec::new();
+    };
+    if let Some(finding) = crate::ownership::inspect(path, crate::ownership::Role::Config) {
+        tracing::warn!(
+            "{}: not loaded for plugins: it {}; run `{}`",
+            path.display(),
+            finding.condition(),
+            finding.fix()
+        );
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        let name = name.trim();
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid || std::env::var_os(name).is_some() {
+            continue;
+        }
+        let value = value.trim();
+        let value = if let Some(inner) = value.strip_prefix('"').and_then(|v| v.rsplit_once('"')) {
+            inner.0.replace("\\n", "\n").replace("\\\"", "\"")
+        } else if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.rsplit_once('\'')) {
+            inner.0.to_string()
+        } else {
+            value
+                .split(" #")
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        out.push((name.to_string(), value));
+    }
+    out
+}
 
 /// How long a worker has to import the plugin, run `register` and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -91,6 +172,9 @@ struct Launch {
     dir: PathBuf,
     key: String,
     name: String,
+    /// plugin.yaml as JSON, for `ctx.manifest`.
+    manifest_json: String,
+    context: WorkerContext,
 }
 
 struct Worker {
@@ -146,12 +230,25 @@ pub struct Launching {
 
 /// Starts the worker of the Python plugin in `dir` (key `key` under `plugins/`), with
 /// `interpreter`. Returns at once; [`Launching::finish`] waits for its hello.
-pub fn launch(manifest: &Manifest, key: &str, dir: &Path, interpreter: &Path) -> Launching {
+pub fn launch(
+    manifest: &Manifest,
+    key: &str,
+    dir: &Path,
+    interpreter: &Path,
+    context: &WorkerContext,
+) -> Launching {
+    let manifest_json = super::manifest::manifest_path(dir)
+        .and_then(|p| crate::private_file::read_regular(&p).ok())
+        .and_then(|bytes| yaml_serde::from_slice::<serde_json::Value>(&bytes).ok())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "{}".into());
     let launch = Launch {
         interpreter: interpreter.to_path_buf(),
         dir: dir.to_path_buf(),
         key: key.to_string(),
         name: manifest.name.clone(),
+        manifest_json,
+        context: context.clone(),
     };
     let worker = launch.spawn();
     Launching {
@@ -206,9 +303,22 @@ impl Launch {
             .arg(&self.key)
             .arg(&self.name)
             .arg(python_level().to_string())
+            .env("HERMES_HOME", &self.context.home)
+            .env("HERMES_HOOKS_MANIFEST_JSON", &self.manifest_json)
+            .envs(self.context.dotenv.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log_write)
             .stderr(log_write_2);
+        // Small enough for one environment string (the kernel's limit is 128 KiB); a larger
+        // config.yaml is read by the worker itself, with PyYAML where it has it.
+        if let Some(json) = self
+            .context
+            .config_json
+            .as_deref()
+            .filter(|j| j.len() < 100_000)
+        {
+            cmd.env("HERMES_HOOKS_CONFIG_JSON", json);
+        }
         let (group, stream) =
             supervisor::spawn_on_socket(&mut cmd, &self.interpreter).map_err(|why| {
                 if why.contains("No such file") {

@@ -87,38 +87,233 @@ class _LogToHost(logging.Handler):
             self.handleError(record)
 
 
-class PluginContext:
-    """What `register(ctx)` receives: the reference's `register_hook`, and warnings for the
-    rest of the reference's context, which this host does not offer."""
+class PluginManifest:
+    """The reference's `ctx.manifest`: an object with its attributes, read from plugin.yaml."""
 
-    def __init__(self, name, manifest):
+    _LISTS = ("requires_env", "provides_tools", "provides_hooks", "capabilities",
+              "requires_plugins", "python_dependencies", "tags")
+
+    def __init__(self, data, name, key, path):
+        data = data if isinstance(data, dict) else {}
+        text = lambda k: "" if data.get(k) is None else str(data.get(k))
+        self.name = text("name") or name
+        self.version = text("version")
+        self.description = text("description")
+        author = data.get("author")
+        self.author = (", ".join(str(author[f]) for f in ("name", "email", "url") if author.get(f))
+                       if isinstance(author, dict) else text("author"))
+        for field in self._LISTS:
+            value = data.get(field)
+            setattr(self, field, list(value) if isinstance(value, list) else [])
+        self.source = "user"
+        self.path = path
+        self.kind = text("kind") or "standalone"
+        self.key = key
+        self.requires_hermes = text("requires_hermes")
+        self.portable = False
+        self.skill_namespace = ""
+        self.manifest_version = data.get("manifest_version", 1) if isinstance(
+            data.get("manifest_version", 1), int) else 1
+        self.api_version = data.get("api_version") if isinstance(data.get("api_version"), int) else None
+        self.config_schema = dict(data["config_schema"]) if isinstance(data.get("config_schema"), dict) else {}
+        self.license = text("license")
+        self.homepage = text("homepage")
+
+    def __repr__(self):
+        return f"PluginManifest(name={self.name!r}, version={self.version!r}, key={self.key!r})"
+
+
+# What each member this host lacks does here instead, said once per plugin and member.
+_NOT_HERE = {
+    "register_tool": "plugin tools are not offered to the model here yet",
+    "register_command": "plugin slash commands are not run here yet",
+    "register_cli_command": "hermes here has no plugin CLI commands",
+    "register_middleware": "request middleware is not run here yet",
+    "register_system_prompt_section": "the scripted model here has no system prompt sections yet",
+    "dispatch_tool": "plugin tools cannot be dispatched here yet; it returns an error result",
+    "inject_message": "messages cannot be injected here; it returns False",
+    "register_approval_transport": "approvals here are hermes's own",
+    "register_context_engine": "this host keeps its own context",
+    "register_context_reference": "this host has no @references",
+    "register_memory_provider": "this host has no memory providers",
+    "register_dashboard_auth_provider": "this host has no dashboard",
+    "register_platform": "gateway platforms here are hermes's adapters",
+    "register_slack_action_handler": "this host has no Slack adapter",
+    "register_platform_handler": "this host has no platform SDK handlers",
+    "register_telegram_handler": "this host has no Telegram adapter",
+    "register_auxiliary_task": "this host has no auxiliary LLM tasks",
+    "register_redaction_patterns": "this host has no redaction registry; it returns 0",
+    "register_skill": "this host has no skills",
+    "emit": "this host has no plugin event bus; it returns 0",
+    "subscribe": "this host has no plugin event bus",
+    "set_config": "plugin settings are not written here yet",
+    "call_mcp": "this host has no MCP servers; it raises PermissionError, as the reference does for a server not allowed",
+    "spawn_task": "the task is created, but nothing cancels it at unload",
+    "llm": "this host has no model for plugins; its methods raise RuntimeError",
+    "state": "plugin state is kept for this worker's life only",
+    "platform_actions": "this host has no platform actions; they return {'ok': False}",
+    "subagent_lifecycle": "this host has no subagent lifecycle service",
+}
+for _provider in ("image_gen", "video_gen", "web_search", "browser", "terminal_environment", "tts",
+                  "transcription"):
+    _NOT_HERE[f"register_{_provider}_provider"] = f"this host has no {_provider.replace('_', ' ')} providers"
+_NOT_HERE["register_secret_source"] = "this host has no secret sources"
+
+
+class _Unavailable:
+    """What a member whose feature this host lacks hands back: every use says so."""
+
+    def __init__(self, what, answer=None, error=None):
+        self._what, self._answer, self._error = what, answer, error
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def call(*args, **kwargs):
+            if self._error is not None:
+                raise self._error(f"{self._what}.{attr}: {_NOT_HERE[self._what]}")
+            return self._answer
+        return call
+
+    def __bool__(self):
+        return False
+
+
+class PluginContext:
+    """What `register(ctx)` receives: the reference's members, no more (an unknown attribute
+    raises AttributeError, as there). `register_hook` works as in Hermes; a member whose
+    feature this host lacks is present, does what `_NOT_HERE` says, and says so once."""
+
+    def __init__(self, name, key, path, manifest_data):
         self._name = name
+        self._key = key
         self._hooks = []
         self._warned = set()
+        self._hello_sent = False
+        self._unload = []
+        self._state = {}
         self.warnings = []
-        self.manifest = manifest
+        self.manifest = PluginManifest(manifest_data, name, key, path)
+
+    def _not_here(self, member):
+        if member in self._warned:
+            return
+        self._warned.add(member)
+        line = (f"Plugin '{self._name}' called ctx.{member}(), which hermes-hooks does not offer: "
+                f"{_NOT_HERE[member]} (its hooks still load)")
+        if self._hello_sent:
+            logging.getLogger("hermes").warning(line)
+        else:
+            self.warnings.append(line)
 
     @property
     def name(self):
         return self._name
 
+    @property
+    def plugin_id(self):
+        return self.manifest.key or self.manifest.name
+
+    @property
+    def profile_name(self):
+        from hermes_cli.profiles import get_active_profile_name
+        return get_active_profile_name()
+
     def register_hook(self, hook_name, callback):
         self._hooks.append((hook_name, callback))
 
-    def __getattr__(self, attr):
-        if attr.startswith("_"):
-            raise AttributeError(attr)
+    def has_plugin(self, plugin_id):
+        from hermes_cli.config import load_config
+        enabled = (load_config().get("plugins") or {}).get("enabled") or []
+        return isinstance(enabled, list) and plugin_id in enabled
 
-        def unsupported(*args, **kwargs):
-            if attr not in self._warned:
-                self._warned.add(attr)
-                self.warnings.append(
-                    f"Plugin '{self._name}' called ctx.{attr}(), which hermes-hooks does not offer; "
-                    "ignored (its hooks still load)"
-                )
-            return None
+    def has_capability(self, capability):
+        return False
 
-        return unsupported
+    def get_config(self, key, default=None):
+        from hermes_cli.config import load_config
+        entries = ((load_config().get("plugins") or {}).get("entries") or {})
+        entry = entries.get(self.plugin_id) if isinstance(entries, dict) else None
+        if not isinstance(entry, dict):
+            return default
+        for subtree in ("settings", "config"):
+            value = entry.get(subtree)
+            for part in str(key).split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is not None:
+                return value
+        return default
+
+    def set_config(self, key, value):
+        self._not_here("set_config")
+
+    def on_unload(self, callback):
+        if not callable(callback):
+            raise TypeError("on_unload callback must be callable")
+        self._unload.append(callback)
+
+    def spawn_task(self, coro, *, name=None):
+        import asyncio
+        if not asyncio.iscoroutine(coro):
+            raise TypeError("spawn_task expects a coroutine")
+        self._not_here("spawn_task")
+        return asyncio.get_running_loop().create_task(coro, name=name)
+
+    def call_mcp(self, server, tool, arguments=None, timeout=30):
+        self._not_here("call_mcp")
+        raise PermissionError(
+            f"Plugin {self._name!r} is not allowed to call MCP server {server!r}: "
+            "hermes-hooks has no MCP servers")
+
+    def dispatch_tool(self, tool_name, args, **kwargs):
+        self._not_here("dispatch_tool")
+        return json.dumps({"error": f"hermes-hooks cannot dispatch tool {tool_name!r} from a plugin"})
+
+    def inject_message(self, content, role="user", *, session_key=None):
+        self._not_here("inject_message")
+        return False
+
+    def register_redaction_patterns(self, patterns):
+        self._not_here("register_redaction_patterns")
+        return 0
+
+    def emit(self, event, payload=None):
+        self._not_here("emit")
+        return 0
+
+    @property
+    def state(self):
+        self._not_here("state")
+        return self._state
+
+    @property
+    def llm(self):
+        self._not_here("llm")
+        return _Unavailable("llm", error=RuntimeError)
+
+    @property
+    def platform_actions(self):
+        self._not_here("platform_actions")
+        return _Unavailable("platform_actions", answer={"ok": False, "error": "not available here"})
+
+    @property
+    def subagent_lifecycle(self):
+        self._not_here("subagent_lifecycle")
+        return _Unavailable("subagent_lifecycle", error=RuntimeError)
+
+
+def _not_offered(member):
+    def method(self, *args, **kwargs):
+        self._not_here(member)
+        return None
+    method.__name__ = member
+    return method
+
+
+for _member in _NOT_HERE:
+    if not hasattr(PluginContext, _member):
+        setattr(PluginContext, _member, _not_offered(_member))
 
 
 # --- pre_gateway_dispatch: the reference's objects, backed by the host's capabilities ---
@@ -316,7 +511,12 @@ def main():
     root = logging.getLogger()
     root.addHandler(_LogToHost())
     root.setLevel(level)
-    ctx = PluginContext(name, {"name": name, "key": key, "path": plugin_dir})
+    # plugin.yaml as the host read it, out of the environment before the plugin runs.
+    try:
+        manifest_data = json.loads(os.environ.pop("HERMES_HOOKS_MANIFEST_JSON", "") or "{}")
+    except ValueError:
+        manifest_data = {}
+    ctx = PluginContext(name, key, plugin_dir, manifest_data)
     error = None
     try:
         module = _load(plugin_dir, key, name)
@@ -335,6 +535,7 @@ def main():
         "warnings": ctx.warnings,
         "error": error,
     }})
+    ctx._hello_sent = True
     # Most firings answer nothing at all: those answers are made once per callback count.
     no_opinion = {}
     while True:
@@ -350,6 +551,13 @@ def main():
         if line is None:
             line = no_opinion[len(answers)] = json.dumps({"answers": answers}).encode() + b"\n"
         _PROTOCOL.write(line)
+    # The host let the worker go: the plugin's on_unload callbacks, last registered first.
+    for callback in reversed(ctx._unload):
+        try:
+            callback()
+        except Exception as e:
+            logging.getLogger("hermes").warning(
+                "Plugin '%s' on_unload callback raised: %s", name, _last_line(e))
 
 
 main()
