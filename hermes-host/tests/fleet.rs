@@ -174,11 +174,10 @@ fn handled(home: &Path) -> BTreeMap<String, usize> {
     seen
 }
 
-/// Runs a stdin gateway on a fresh home with `chats` chats of one message each, publishing
-/// to `broker`; returns how many events it published (its last log line says).
-fn gateway_burst(broker: &Broker, chats: usize) -> u64 {
-    let home = tempfile::tempdir().unwrap();
-    let mut child = hermes(home.path())
+/// `hermes gateway run --stdin` on `home`, publishing to `broker`: stdin piped for the
+/// messages, stderr for the log.
+fn stdin_gateway(home: &Path, broker: &Broker) -> Child {
+    hermes(home)
         .args([
             "gateway",
             "run",
@@ -192,7 +191,14 @@ fn gateway_burst(broker: &Broker, chats: usize) -> u64 {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs a stdin gateway on a fresh home with `chats` chats of one message each, publishing
+/// to `broker`; returns how many events it published (its last log line says).
+fn gateway_burst(broker: &Broker, chats: usize) -> u64 {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = stdin_gateway(home.path(), broker);
     {
         let mut stdin = child.stdin.take().unwrap();
         for i in 0..chats {
@@ -563,21 +569,7 @@ fn event_ids_are_unguessable_and_one_event_over_max_payload_loses_nothing_else()
             "{}",
         );
     }
-    let mut child = hermes(home.path())
-        .args([
-            "gateway",
-            "run",
-            "--stdin",
-            "--trace",
-            "off",
-            "--events-nats",
-            &broker.url(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = stdin_gateway(home.path(), &broker);
     {
         let mut stdin = child.stdin.take().unwrap();
         // A 200 kB slash command: its `command:deploy` event is over the broker's limit.

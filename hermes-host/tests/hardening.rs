@@ -50,6 +50,40 @@ impl Env {
         self.hermes(args).output().unwrap()
     }
 
+    /// `config.yaml`, private to the user as hermes requires.
+    fn config(&self, text: &str) {
+        let path = self.home().join("config.yaml");
+        std::fs::write(&path, text).unwrap();
+        chmod(&path, 0o600);
+    }
+
+    /// An executable `sh` script `name` in the work directory, the only hook of `event`
+    /// (`extra`: more YAML lines of its entry).
+    fn shell_hook(&self, name: &str, body: &str, event: &str, extra: &str) {
+        let hook = self.write(name, &format!("#!/bin/sh\ncat >/dev/null\n{body}"));
+        chmod(&hook, 0o755);
+        self.config(&format!(
+            "hooks:\n  {event}:\n    - command: {}\n{extra}",
+            hook.display()
+        ));
+    }
+
+    /// `hermes --accept-hooks run` of one turn that runs `command` in the terminal and
+    /// shows the model's input (`echo: true`).
+    fn accepted_session(&self, command: &str) -> Command {
+        let script = self.write(
+            "s.yaml",
+            &format!("turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {{command: {command:?}}}\n      - final: done\n        echo: true\n"),
+        );
+        self.hermes(&[
+            "--accept-hooks",
+            "run",
+            script.to_str().unwrap(),
+            "--approvals",
+            "always",
+        ])
+    }
+
     /// `hermes run` of `script` (YAML text) in the work directory.
     fn session(&self, script: &str) -> Output {
         let path = self.write("session.yaml", script);
@@ -415,32 +449,14 @@ fn stopping_a_copied_home_leaves_the_original_gateway_running() {
 #[test]
 fn the_gateway_token_never_reaches_commands_hooks_or_plugins() {
     let env = Env::new();
-    let hook = env.write(
+    env.shell_hook(
         "env-hook.sh",
-        "#!/bin/sh\ncat >/dev/null\nenv > \"$HERMES_HOME/hook-env.txt\"\n",
-    );
-    chmod(&hook, 0o755);
-    std::fs::write(
-        env.home().join("config.yaml"),
-        format!(
-            "hooks:\n  pre_tool_call:\n    - command: {}\n",
-            hook.display()
-        ),
-    )
-    .unwrap();
-    chmod(&env.home().join("config.yaml"), 0o600);
-    let script = env.write(
-        "s.yaml",
-        "turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {command: env}\n      - final: done\n        echo: true\n",
+        "env > \"$HERMES_HOME/hook-env.txt\"\n",
+        "pre_tool_call",
+        "",
     );
     let out = env
-        .hermes(&[
-            "--accept-hooks",
-            "run",
-            script.to_str().unwrap(),
-            "--approvals",
-            "always",
-        ])
+        .accepted_session("env")
         .env("HERMES_GATEWAY_TOKEN", "secret-token-0123456789")
         .output()
         .unwrap();
@@ -456,12 +472,7 @@ fn the_gateway_token_never_reaches_commands_hooks_or_plugins() {
 #[test]
 fn values_a_client_chose_cannot_forge_log_lines_or_reach_the_terminal() {
     let env = Env::new();
-    std::fs::write(
-        env.home().join("config.yaml"),
-        "gateway:\n  allowed_users: [alice]\n",
-    )
-    .unwrap();
-    chmod(&env.home().join("config.yaml"), 0o600);
+    env.config("gateway:\n  allowed_users: [alice]\n");
     let forged =
         "mallory\r\n2026-12-07T00:00:00.000000Z INFO gateway: reloaded forged\x1b]0;owned\x07";
     let mut child = env
@@ -546,12 +557,7 @@ fn what_a_python_worker_started_ends_with_the_command() {
         "import os, subprocess\ndef register(ctx):\n    p = subprocess.Popen(['sleep', '300'])\n    open(os.path.join(os.environ['HERMES_HOME'], 'child.pid'), 'w').write(str(p.pid))\n    ctx.register_hook('pre_tool_call', lambda **kw: None)\n",
     )
     .unwrap();
-    std::fs::write(
-        env.home().join("config.yaml"),
-        "plugins:\n  enabled: [spawner]\n",
-    )
-    .unwrap();
-    chmod(&env.home().join("config.yaml"), 0o600);
+    env.config("plugins:\n  enabled: [spawner]\n");
     let out = env.run(&["plugins", "list"]);
     assert!(out.status.success(), "{}", text(&out));
     let pid: u32 = std::fs::read_to_string(env.home().join("child.pid"))
@@ -714,32 +720,14 @@ fn log_file_never_follows_another_users_link() {
 #[test]
 fn a_broken_line_in_the_env_file_does_not_stop_later_commands() {
     let env = Env::new();
-    let hook = env.write(
+    env.shell_hook(
         "session-start.sh",
-        "#!/bin/sh\ncat >/dev/null\necho 'export GOOD=yes' >> \"$CLAUDE_ENV_FILE\"\necho 'export A=\"unterminated' >> \"$CLAUDE_ENV_FILE\"\n",
-    );
-    chmod(&hook, 0o755);
-    std::fs::write(
-        env.home().join("config.yaml"),
-        format!(
-            "hooks:\n  on_session_start:\n    - command: {}\n      format: claude\n",
-            hook.display()
-        ),
-    )
-    .unwrap();
-    chmod(&env.home().join("config.yaml"), 0o600);
-    let script = env.write(
-        "s.yaml",
-        "turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {command: \"echo still-runs $GOOD\"}\n      - final: done\n        echo: true\n",
+        "echo 'export GOOD=yes' >> \"$CLAUDE_ENV_FILE\"\necho 'export A=\"unterminated' >> \"$CLAUDE_ENV_FILE\"\n",
+        "on_session_start",
+        "      format: claude\n",
     );
     let out = env
-        .hermes(&[
-            "--accept-hooks",
-            "run",
-            script.to_str().unwrap(),
-            "--approvals",
-            "always",
-        ])
+        .accepted_session("echo still-runs $GOOD")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
