@@ -407,7 +407,7 @@ fn kwargs_pre_gateway_dispatch() {
         ("event.text", "str"),
         ("event.message_id", "str"),
         ("event.internal", "bool"),
-        ("event.source.platform", "str"),
+        ("event.source.platform", "Platform"),
         ("event.source.chat_id", "str"),
         ("event.source.chat_type", "str"),
         ("event.source.user_id", "str"),
@@ -976,6 +976,60 @@ fn ctx_has_the_reference_members_only_and_hermes_modules_answer_from_this_home()
             "Plugin 'prober' called ctx.register_tool(), which hermes-hooks does not offer"
         ) && warnings.contains("ctx.llm()"),
         "{warnings}"
+    );
+}
+
+#[test]
+fn a_gateway_policy_comparing_platform_value_decides_behind_a_real_gateway() {
+    // The reference's `event.source.platform` is its `Platform` enum: a Discord policy
+    // compares `.value`, another the member, a third the plain string.
+    let env = Env::new();
+    env.plugin(
+        "discord-quiet",
+        "name: discord-quiet\n",
+        &[(
+            "__init__.py",
+            "import enum\n\
+             def policy(event, **kw):\n\
+             \x20   p = event.source.platform\n\
+             \x20   if p.value == 'discord' and p == 'discord' and isinstance(p, enum.Enum) and p.name == 'DISCORD':\n\
+             \x20       return {'action': 'skip', 'reason': 'discord is muted'}\n\
+             \x20   if p.value == 'irc' and p.name == 'IRC':\n\
+             \x20       return {'action': 'rewrite', 'text': 'from irc: ' + event.text}\n\
+             def register(ctx):\n    ctx.register_hook('pre_gateway_dispatch', policy)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [discord-quiet]\n");
+    let (out, lines) = env.gateway_stdin(&[
+        json!({"platform": "discord", "chat_id": "d1", "user_id": "u1", "text": "hello"}),
+        json!({"platform": "irc", "chat_id": "i1", "user_id": "u1", "text": "hi"}),
+        json!({"platform": "local", "chat_id": "l1", "user_id": "u1", "text": "plain"}),
+    ]);
+    // Chats answer in any order.
+    let mut replies: Vec<(String, String)> = lines
+        .iter()
+        .filter(|l| l["kind"] == "reply")
+        .map(|l| {
+            (
+                l["chat_id"].as_str().unwrap_or_default().to_string(),
+                l["text"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    replies.sort();
+    assert_eq!(
+        replies,
+        [
+            ("i1".to_string(), "from irc: hi".to_string()),
+            ("l1".to_string(), "plain".to_string())
+        ],
+        "{}",
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reason=discord is muted"),
+        "{}",
+        text(&out)
     );
 }
 

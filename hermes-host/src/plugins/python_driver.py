@@ -26,6 +26,7 @@
 # return value into the canonical reply, by the reference's rules for that hook.
 # Only what every worker needs is imported up front (asyncio and traceback when used): an
 # interpreter's start-up is most of a worker's.
+import enum
 import importlib.util
 import io
 import json
@@ -318,9 +319,59 @@ for _member in _NOT_HERE:
 
 # --- pre_gateway_dispatch: the reference's objects, backed by the host's capabilities ---
 
+class Platform(str, enum.Enum):
+    """The reference's gateway `Platform` (`gateway.config`): a member per platform, with
+    `.value`, and a pseudo-member made on demand for any other platform name. A `str` as
+    well, so `platform == "discord"` holds beside `platform.value == "discord"`."""
+    LOCAL = "local"
+    TELEGRAM = "telegram"
+    DISCORD = "discord"
+    WHATSAPP = "whatsapp"
+    WHATSAPP_CLOUD = "whatsapp_cloud"
+    SLACK = "slack"
+    SIGNAL = "signal"
+    MATTERMOST = "mattermost"
+    MATRIX = "matrix"
+    HOMEASSISTANT = "homeassistant"
+    EMAIL = "email"
+    SMS = "sms"
+    DINGTALK = "dingtalk"
+    API_SERVER = "api_server"
+    WEBHOOK = "webhook"
+    MSGRAPH_WEBHOOK = "msgraph_webhook"
+    FEISHU = "feishu"
+    WECOM = "wecom"
+    WECOM_CALLBACK = "wecom_callback"
+    WEIXIN = "weixin"
+    BLUEBUBBLES = "bluebubbles"
+    QQBOT = "qqbot"
+    YUANBAO = "yuanbao"
+    RELAY = "relay"
+
+    @classmethod
+    def _missing_(cls, value):
+        if not isinstance(value, str) or not value.strip():
+            return None
+        value = value.strip().lower()
+        if value in cls._value2member_map_:
+            return cls._value2member_map_[value]
+        pseudo = str.__new__(cls, value)
+        pseudo._value_ = value
+        pseudo._name_ = value.upper().replace("-", "_").replace(" ", "_")
+        cls._value2member_map_[value] = pseudo
+        return pseudo
+
+
+def _platform(value):
+    try:
+        return Platform(value)
+    except ValueError:
+        return value
+
+
 class SessionSource:
     def __init__(self, kw):
-        self.platform = kw.get("platform", "")
+        self.platform = _platform(kw.get("platform", ""))
         self.chat_id = kw.get("chat_id", "")
         self.chat_type = kw.get("chat_type") or "dm"
         self.user_id = kw.get("user_id", "")
