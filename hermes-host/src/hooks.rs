@@ -264,6 +264,7 @@ impl Hooks {
             let handlers = std::mem::take(&mut plugins.gateway_handlers);
             let gateway_options = crate::gateway::GatewayOptions {
                 policy: crate::trust::Policy::from_config(&config),
+                host_config: serde_json::to_string(config.root()).ok().map(Into::into),
                 ..options.gateway.clone()
             };
             GatewayHooks::discover_with_plugins(home, log.clone(), &gateway_options, handlers)

@@ -1045,14 +1045,18 @@ fn a_gateway_handler_imports_hermes_constants_too() {
     .unwrap();
     std::fs::write(
         hook.join("handler.py"),
-        "from hermes_constants import get_hermes_home\nfrom hermes_cli.profiles import get_active_profile_name\n\
-         def handle(event_type, context):\n    (get_hermes_home() / 'seen.txt').write_text(event_type + ' ' + get_active_profile_name())\n",
+        "import sys\nfrom hermes_constants import get_hermes_home\nfrom hermes_cli.profiles import get_active_profile_name\n\
+         from hermes_cli.config import load_config, cfg_get\n\
+         def handle(event_type, context):\n    window = cfg_get(load_config(), 'gateway.history_window')\n\
+         \x20   (get_hermes_home() / 'seen.txt').write_text(f\"{event_type} {get_active_profile_name()} {window} {'yaml' in sys.modules}\")\n",
     )
     .unwrap();
+    env.config("gateway:\n  history_window: 50\n");
     let (out, _) = env.gateway_stdin(&[json!({"chat_id": "c1", "user_id": "u1", "text": "hi"})]);
+    // The config came from the host as parsed there: no YAML parser was needed (`False`).
     assert_eq!(
         std::fs::read_to_string(env.home().join("seen.txt")).unwrap_or_default(),
-        "agent:start custom",
+        "agent:start custom 50 False",
         "{}",
         text(&out)
     );

@@ -93,6 +93,8 @@ pub(crate) struct Links {
     pub services: ServiceSlot,
     /// Where a Python handler's `logging` records go.
     pub log: Arc<dyn GatewayLog>,
+    /// `config.yaml` as JSON, for a Python handler's `hermes_cli.config`.
+    pub host_config: Option<Arc<str>>,
 }
 
 /// Starts loading `spec`'s handler.
@@ -111,6 +113,7 @@ pub(crate) fn start_loading(
         config_json: spec.config.to_string(),
         services: links.services.clone(),
         log: links.log.clone(),
+        host_config: links.host_config.clone(),
     };
     match &spec.source {
         HandlerSource::Native(library) => {

@@ -134,6 +134,9 @@ pub struct GatewayOptions {
     /// Whether hook files others can write are refused (the default) or loaded with a
     /// warning: `hooks.strict_permissions` of `config.yaml`, which the caller has read.
     pub policy: crate::trust::Policy,
+    /// `config.yaml` as JSON, what a `handler.py`'s `hermes_cli.config.load_config()`
+    /// answers (without it, the worker reads the file with PyYAML where it has it).
+    pub host_config: Option<Arc<str>>,
 }
 
 impl Default for GatewayOptions {
@@ -142,6 +145,7 @@ impl Default for GatewayOptions {
             python: PathBuf::from("python3"),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             policy: crate::trust::Policy::STRICT,
+            host_config: None,
         }
     }
 }
@@ -434,6 +438,7 @@ impl GatewayHooks {
         let links = handler::Links {
             services: services::ServiceSlot::default(),
             log: log.clone(),
+            host_config: options.host_config.clone(),
         };
         // Start every handler first (Python workers import in parallel), then collect the
         // outcomes in directory order so the lines come out in the reference's order.

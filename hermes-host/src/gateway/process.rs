@@ -29,6 +29,8 @@ pub(crate) struct HandlerEnv {
     pub services: super::services::ServiceSlot,
     /// The gateway's log, for `{"log": ..}` lines of a Python worker.
     pub log: std::sync::Arc<dyn super::GatewayLog>,
+    /// `config.yaml` as JSON, handed to a Python worker's `hermes_cli.config`.
+    pub host_config: Option<std::sync::Arc<str>>,
 }
 
 impl HandlerEnv {

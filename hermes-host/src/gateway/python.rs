@@ -203,6 +203,11 @@ impl Worker {
             .arg(&env.name);
         cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
+        // What `hermes_cli.config.load_config()` answers in the handler; the worker takes it
+        // out of its environment at once. One environment string holds at most 128 KiB.
+        if let Some(json) = env.host_config.as_deref().filter(|j| j.len() < 100_000) {
+            cmd.env("HERMES_HOOKS_CONFIG_JSON", json);
+        }
         let mut child = match Group::spawn(&mut cmd) {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Load::PythonMissing),
