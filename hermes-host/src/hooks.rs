@@ -207,6 +207,10 @@ impl Hooks {
             ..HooksReport::default()
         };
         let (config, problem) = loaded;
+        // What Python plugins' and handlers' `hermes_cli.config.load_config()` answers:
+        // serialised once for both loaders.
+        let config_json: Option<std::sync::Arc<str>> =
+            serde_json::to_string(config.root()).ok().map(Into::into);
         if let Some(problem) = problem {
             tracing::warn!("{problem}");
             report.problems.push(Problem {
@@ -231,7 +235,7 @@ impl Hooks {
                 safe_mode: false,
                 project_dir: options.project_plugins.clone(),
                 policy: crate::trust::Policy::from_config(&config),
-                host_config: serde_json::to_string(config.root()).ok().map(Into::into),
+                host_config: config_json.clone(),
             };
             plugins = load_all(home, &config.plugins, &discover, &mut registry);
         }
@@ -264,7 +268,7 @@ impl Hooks {
             let handlers = std::mem::take(&mut plugins.gateway_handlers);
             let gateway_options = crate::gateway::GatewayOptions {
                 policy: crate::trust::Policy::from_config(&config),
-                host_config: serde_json::to_string(config.root()).ok().map(Into::into),
+                host_config: config_json.clone(),
                 ..options.gateway.clone()
             };
             GatewayHooks::discover_with_plugins(home, log.clone(), &gateway_options, handlers)

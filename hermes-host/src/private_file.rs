@@ -111,8 +111,15 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
 /// one else may write: the condition for running what it says (an environment file that
 /// is sourced before commands).
 pub fn is_private(path: &Path) -> bool {
+    private_metadata(path).is_some()
+}
+
+/// The metadata of `path` itself when [`is_private`] holds, for a caller that also needs
+/// its size or times without a second look.
+pub fn private_metadata(path: &Path) -> Option<std::fs::Metadata> {
     std::fs::symlink_metadata(path)
-        .is_ok_and(|m| m.is_file() && m.uid() == euid() && m.mode() & 0o022 == 0)
+        .ok()
+        .filter(|m| m.is_file() && m.uid() == euid() && m.mode() & 0o022 == 0)
 }
 
 fn ours(path: &Path, file: &File) -> io::Result<()> {

@@ -136,12 +136,16 @@ pub fn load_all(
     // Every Python worker starts now, before any waits for its hello, so their interpreters
     // start in parallel; each is then taken up at its plugin's place in the order.
     let interpreter = python::interpreter(config);
-    let context = python::WorkerContext::new(home.root(), options.host_config.clone());
+    // `.env` is read (and judged) only when a Python plugin will start.
+    let mut context = None;
     let mut launching: Vec<Option<python::Launching>> = candidates
         .iter()
         .map(|c| match (&c.status, &c.manifest) {
             (Status::Enabled, Ok(m)) if m.kind == PluginKind::Python => {
-                Some(python::launch(m, &c.key, &c.dir, &interpreter, &context))
+                let context = context.get_or_insert_with(|| {
+                    python::WorkerContext::new(home.root(), options.host_config.clone())
+                });
+                Some(python::launch(m, &c.key, &c.dir, &interpreter, context))
             }
             _ => None,
         })

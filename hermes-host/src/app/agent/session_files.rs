@@ -139,11 +139,8 @@ pub fn env_file(dir: &Path, session_id: &str) -> PathBuf {
 /// one that is not the user's own private regular file: what it says would run before
 /// every command).
 pub fn with_env(env_file: &Path, command: &str) -> (&'static str, String) {
-    if !private_file::is_private(env_file) {
-        return ("sh", command.to_string());
-    }
-    match std::fs::symlink_metadata(env_file) {
-        Ok(meta) if meta.len() > 0 => {
+    match private_file::private_metadata(env_file) {
+        Some(meta) if meta.len() > 0 => {
             let quoted = env_file.display().to_string().replace('\'', "'\\''");
             ("bash", format!(". '{quoted}'\n{command}"))
         }

@@ -223,7 +223,7 @@ pub fn uninstall() -> anyhow::Result<ExitStatus> {
 /// or a state file that was damaged).
 fn running(settings: &Settings) -> Option<State> {
     let pid = state::gateway_pid(settings)?;
-    Some(serving(settings).unwrap_or(State {
+    Some(state_of(settings, pid).unwrap_or(State {
         pid,
         ..State::default()
     }))
@@ -231,7 +231,11 @@ fn running(settings: &Settings) -> Option<State> {
 
 /// The state of this home's gateway once it serves: it writes the file then.
 fn serving(settings: &Settings) -> Option<State> {
-    let pid = state::gateway_pid(settings)?;
+    state_of(settings, state::gateway_pid(settings)?)
+}
+
+/// The state file, when it is about the gateway `pid`.
+fn state_of(settings: &Settings, pid: u32) -> Option<State> {
     state::read(&state::path(settings)).filter(|s| s.pid == pid)
 }
 
@@ -602,7 +606,7 @@ pub fn supervise(settings: &Settings, args: &[String]) -> anyhow::Result<ExitSta
             ));
         }
         // It served once it wrote its state file (a SIGKILLed gateway leaves it behind).
-        let served = state::read(&state::path(settings)).is_some_and(|s| s.pid == child_pid);
+        let served = state_of(settings, child_pid).is_some();
         let at_start = status.code().is_some() && !served;
         if at_start && started_at.elapsed() < Duration::from_secs(1) {
             // An error at start (a flag, the token, the home) happens again at every try.
@@ -649,14 +653,9 @@ fn descendant_groups(roots: &[u32]) -> Vec<u32> {
             else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            let Some(fields) = state::stat_fields(pid) else {
                 continue;
             };
-            // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses.
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
             if let (Some(ppid), Some(pgrp)) = (
                 fields.get(1).and_then(|f| f.parse().ok()),
                 fields.get(2).and_then(|f| f.parse().ok()),

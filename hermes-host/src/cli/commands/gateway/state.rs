@@ -207,13 +207,14 @@ pub fn lock_holder(path: &Path) -> Option<u32> {
 
 /// Whether `pid` is still a process (not a zombie).
 pub fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The state is the field after the command name, which is in parentheses.
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|rest| rest.split_whitespace().next());
-    !matches!(state, Some("Z") | Some("X") | None)
+    let state = stat_fields(pid).and_then(|fields| fields.into_iter().next());
+    !matches!(state.as_deref(), Some("Z") | Some("X") | None)
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (`state ppid pgrp ...`): the
+/// name is in parentheses and may hold spaces and parentheses itself.
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
 }
