@@ -31,6 +31,9 @@ pub enum FieldKind {
     OptInt,
     /// A boolean, always sent; the accessor returns `bool` (false when absent).
     Bool,
+    /// A number, always sent (interface 1.3: times in seconds, as the reference passes
+    /// them); the accessor returns `f64` (0.0 when absent).
+    Float,
 }
 
 /// One payload field of a hook.
@@ -113,6 +116,7 @@ macro_rules! field_ret {
     (Int) => { i64 };
     (OptInt) => { Option<i64> };
     (Bool) => { bool };
+    (Float) => { f64 };
 }
 
 macro_rules! field_get {
@@ -134,6 +138,17 @@ macro_rules! field_get {
     (Bool, $f:expr) => {
         matches!($f, Some(FieldValue::Bool(true)))
     };
+    (Float, $f:expr) => {
+        $f.and_then(as_float).unwrap_or(0.0)
+    };
+}
+
+fn as_float(value: &FieldValue<'_>) -> Option<f64> {
+    match value {
+        FieldValue::Float(f) => Some(*f),
+        FieldValue::Int(i) => Some(*i as f64),
+        _ => None,
+    }
 }
 
 fn as_int(value: &FieldValue<'_>) -> Option<i64> {
@@ -187,6 +202,24 @@ macro_rules! payload_ty {
     (Int) => { i64 };
     (OptInt) => { Option<i64> };
     (Bool) => { bool };
+    (Float) => { f64 };
+}
+
+// Here rather than beside the other constructors: `core` stays byte-identical to the frozen
+// 1.0 copy (tests/it/compat.rs), and an inherent method may live in any module of the crate.
+impl<'a> Field<'a> {
+    /// A number field (interface 1.3; [`FieldValue::Float`] itself is as old as 1.0).
+    ///
+    /// ```
+    /// let f = hermes_hooks_abi::core::Field::float("api_duration", 0.25);
+    /// assert!(matches!(f.value, hermes_hooks_abi::core::FieldValue::Float(x) if x == 0.25));
+    /// ```
+    pub const fn float(name: &'a str, value: f64) -> Self {
+        Field {
+            name: abi_stable::std_types::RStr::from_str(name),
+            value: FieldValue::Float(value),
+        }
+    }
 }
 
 macro_rules! payload_field {
@@ -210,6 +243,9 @@ macro_rules! payload_field {
     };
     (Bool, $n:expr, $v:expr) => {
         Field::bool($n, $v)
+    };
+    (Float, $n:expr, $v:expr) => {
+        Field::float($n, $v)
     };
 }
 
@@ -429,6 +465,8 @@ define_hooks! {
         session_id: Str = "The session id.",
         tool_call_id: Str = "The model's id for this tool call.",
         turn_id: OptStr since "1.1" = "The turn this call belongs to (interface 1.1; `None` from a 1.0 host).",
+        api_request_id: OptStr since "1.3" = "The model request that asked for this call (interface 1.3): an opaque id shared with `pre_api_request` / `post_api_request`.",
+        middleware_trace: Json since "1.3" = "What `tool_request` middleware did to this call (interface 1.3; a JSON list, `[]` when none ran).",
     }
     /// Fires after a tool ran, with its untransformed result. Observer.
     post_tool_call => PostToolCallEvent, Observer, since "1.0" {
@@ -442,6 +480,9 @@ define_hooks! {
         status: Str = "`ok`, `error` or `blocked`.",
         error_type: OptStr = "The error class when `status` is `error`.",
         error_message: OptStr = "The error text when `status` is `error`.",
+        turn_id: OptStr since "1.3" = "The turn this call belongs to (interface 1.3).",
+        api_request_id: OptStr since "1.3" = "The model request that asked for this call (interface 1.3).",
+        middleware_trace: Json since "1.3" = "What `tool_request` middleware did to this call (interface 1.3; a JSON list).",
     }
     /// Fires once per turn before the tool loop. Every context returned is appended to the
     /// user message sent to the model (joined with a blank line, in registry order), and is
@@ -455,6 +496,7 @@ define_hooks! {
         platform: Str = "`cli` or the gateway platform name.",
         sender_id: OptStr = "The sender's user id on the platform, when known.",
         turn_id: OptStr since "1.1" = "The id of this turn (interface 1.1; `None` from a 1.0 host).",
+        task_id: Str since "1.3" = "The task (agent run) this turn belongs to (interface 1.3).",
     }
     /// Fires after a turn that produced a final response and was not interrupted. Observer.
     post_llm_call => PostLlmCallEvent, Observer, since "1.0" {
@@ -464,6 +506,9 @@ define_hooks! {
         conversation_history: Json = "The conversation including this turn (a JSON list).",
         model: Str = "The model name.",
         platform: Str = "`cli` or the gateway platform name.",
+        task_id: Str since "1.3" = "The task (agent run) this turn belongs to (interface 1.3).",
+        turn_id: OptStr since "1.3" = "The id of this turn (interface 1.3).",
+        api_call_count: Int since "1.3" = "How many model requests this turn made (interface 1.3).",
     }
     /// Fires on the first turn of a new session. Observer.
     on_session_start => SessionStartEvent, Observer, since "1.0" {
@@ -478,16 +523,26 @@ define_hooks! {
         interrupted: Bool = "Whether the turn was interrupted (for example by Ctrl-C).",
         model: Str = "The model name.",
         platform: Str = "`cli` or the gateway platform name.",
+        task_id: Str since "1.3" = "The task (agent run) that ended (interface 1.3).",
+        turn_id: OptStr since "1.3" = "The turn that ended (interface 1.3).",
+        api_request_id: OptStr since "1.3" = "The turn's last model request, when it made one (interface 1.3).",
+        reason: OptStr since "1.3" = "Why the turn ended early: `interrupted`, `stopped_by_hook` or `model_error`; `None` when it ran to its end (interface 1.3).",
     }
     /// Fires when a session is closed for good: `/new`, exit, gateway reset or expiry. Observer.
     on_session_finalize => SessionFinalizeEvent, Observer, since "1.0" {
         session_id: OptStr = "The session being closed, if one had started.",
         platform: Str = "`cli` or the gateway platform name.",
+        reason: Str since "1.3" = "Why: `session_boundary` (the end of a run), `new_session` (`/new`, `/reset`), `session_expired` (idle), `session_evicted` (too many live sessions) or `shutdown` (interface 1.3).",
+        old_session_id: OptStr since "1.3" = "On a reset, the session being closed (interface 1.3).",
+        new_session_id: OptStr since "1.3" = "On a reset, the session that replaces it (interface 1.3).",
     }
     /// Fires in the gateway after a reset allocated a new session. Observer.
     on_session_reset => SessionResetEvent, Observer, since "1.0" {
         session_id: Str = "The new session's id.",
         platform: Str = "The gateway platform name.",
+        reason: Str since "1.3" = "Why: `new_session` (interface 1.3).",
+        old_session_id: OptStr since "1.3" = "The session the reset closed (interface 1.3).",
+        new_session_id: OptStr since "1.3" = "The new session's id again, under the reference's name (interface 1.3).",
     }
     /// Fires once per delegated child, on the parent, after all children finished. Observer.
     subagent_stop => SubagentStopEvent, Observer, since "1.0" {
@@ -496,6 +551,8 @@ define_hooks! {
         child_summary: Str = "The child's final summary.",
         child_status: Str = "`completed`, `failed` or `interrupted`.",
         duration_ms: Int = "How long the child ran, in milliseconds.",
+        parent_turn_id: OptStr since "1.3" = "The parent's turn that delegated (interface 1.3).",
+        child_session_id: OptStr since "1.3" = "The child session's id (interface 1.3).",
     }
     /// Fires in the gateway for every non-internal message, before authorisation. The first
     /// skip, rewrite or allow (in registry order) decides. The event offers two capabilities:
@@ -519,6 +576,8 @@ define_hooks! {
         pattern_keys: Json = "The keys of every pattern it matched (a JSON list).",
         session_key: Str = "The session the approval belongs to.",
         surface: Str = "`cli` or `gateway`.",
+        turn_id: OptStr since "1.3" = "The turn whose tool call needs approval (interface 1.3).",
+        tool_call_id: OptStr since "1.3" = "The tool call that needs approval (interface 1.3).",
     }
     /// Fires after the approval was answered or timed out. Observer.
     post_approval_response => ApprovalResponseEvent, Observer, since "1.0" {
@@ -529,6 +588,8 @@ define_hooks! {
         session_key: Str = "The session the approval belongs to.",
         surface: Str = "`cli` or `gateway`.",
         choice: Str = "`once`, `session`, `always`, `deny` or `timeout`.",
+        turn_id: OptStr since "1.3" = "The turn whose tool call needed approval (interface 1.3).",
+        tool_call_id: OptStr since "1.3" = "The tool call that needed approval (interface 1.3).",
     }
     /// Fires after `post_tool_call`; the first text returned replaces the tool result the
     /// model sees.
@@ -543,6 +604,8 @@ define_hooks! {
         status: Str = "`ok`, `error` or `blocked`.",
         error_type: OptStr = "The error class when `status` is `error`.",
         error_message: OptStr = "The error text when `status` is `error`.",
+        turn_id: OptStr since "1.3" = "The turn this call belongs to (interface 1.3).",
+        api_request_id: OptStr since "1.3" = "The model request that asked for this call (interface 1.3).",
     }
     /// Fires inside the terminal tool before truncation; the first text returned (even an
     /// empty one) replaces the output.
@@ -564,6 +627,18 @@ define_hooks! {
         message_count: Int = "How many messages the request carries.",
         tool_count: Int = "How many tools the request offers.",
         approx_input_tokens: Int = "A rough count of the request's input tokens.",
+        turn_id: OptStr since "1.3" = "The turn this request belongs to (interface 1.3).",
+        api_request_id: OptStr since "1.3" = "This request's id, shared with its `post_api_request` and the tool calls it asks for (interface 1.3; opaque, do not parse it).",
+        user_message: Str since "1.3" = "The user's message for this turn (interface 1.3).",
+        conversation_history: Json since "1.3" = "The conversation so far (interface 1.3; a JSON list).",
+        base_url: Str since "1.3" = "The model endpoint's base URL (interface 1.3; empty for the scripted model).",
+        api_mode: Str since "1.3" = "The API dialect, such as `chat_completions` (interface 1.3).",
+        request_messages: Json since "1.3" = "The messages this request sends, after middleware (interface 1.3; a JSON list).",
+        request_char_count: Int since "1.3" = "The request's size in characters (interface 1.3).",
+        max_tokens: OptInt since "1.3" = "The output token limit, when one is set (interface 1.3).",
+        started_at: Float since "1.3" = "When the request started, in seconds since the Unix epoch (interface 1.3).",
+        middleware_trace: Json since "1.3" = "What `llm_request` middleware did to this request (interface 1.3; a JSON list).",
+        request: Json since "1.3" = "The request as sent: `{\"method\", \"body\"}` (interface 1.3).",
     }
     /// Fires after each response from the model's API (interface 1.1). Observer.
     post_api_request => ApiResponseEvent, Observer, since "1.1" {
@@ -576,6 +651,19 @@ define_hooks! {
         api_duration_ms: Int = "How long the request took, in milliseconds.",
         finish_reason: Str = "Why the model stopped: `stop` or `tool_calls`.",
         usage: Json = "Token usage as the provider reported it (a JSON object).",
+        turn_id: OptStr since "1.3" = "The turn this request belongs to (interface 1.3).",
+        api_request_id: OptStr since "1.3" = "The id its `pre_api_request` had (interface 1.3).",
+        base_url: Str since "1.3" = "The model endpoint's base URL (interface 1.3).",
+        api_mode: Str since "1.3" = "The API dialect, such as `chat_completions` (interface 1.3).",
+        api_duration: Float since "1.3" = "How long the request took, in seconds (interface 1.3; the reference's name).",
+        started_at: Float since "1.3" = "When the request started, in seconds since the Unix epoch (interface 1.3).",
+        ended_at: Float since "1.3" = "When the response was complete, in seconds since the Unix epoch (interface 1.3).",
+        message_count: Int since "1.3" = "How many messages the request carried (interface 1.3).",
+        response_model: OptStr since "1.3" = "The model the response says answered (interface 1.3).",
+        response: Json since "1.3" = "The response: `{\"model\", \"finish_reason\", \"assistant_message\", \"usage\"}` (interface 1.3).",
+        assistant_message: Json since "1.3" = "The assistant message: `{\"role\", \"content\", \"tool_calls\"}` (interface 1.3).",
+        assistant_content_chars: Int since "1.3" = "The length of the assistant's text, in characters (interface 1.3).",
+        assistant_tool_call_count: Int since "1.3" = "How many tool calls the response asks for (interface 1.3).",
     }
     /// Fires after a final, non-empty, non-interrupted response; the first non-empty text
     /// returned replaces it.

@@ -31,6 +31,8 @@ fn event() -> PreToolCallEvent<'static> {
         session_id: "s-1",
         tool_call_id: "c-1",
         turn_id: None,
+        api_request_id: None,
+        middleware_trace: "[]",
     }
 }
 

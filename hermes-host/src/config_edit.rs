@@ -141,6 +141,225 @@ pub fn set_plugin(home: &Home, name: &str, enable: bool) -> Result<bool, ConfigE
     })
 }
 
+/// Sets the value at `path` in `config.yaml`, creating the mappings on the way, and edits
+/// only that key's lines: every other byte of the file (comments, anchors, quoting, key
+/// order) stays as it was. Returns whether anything changed. A Python plugin's
+/// `ctx.set_config` writes through this, under `plugins.entries.<plugin>.settings`.
+///
+/// # Errors
+///
+/// As [`update`]; and when `config.yaml` does not parse, or a mapping on the way is written
+/// on its key's line (`entries: {a: 1}`) or is not a mapping: the message names the line and
+/// says to edit it by hand.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let home = hermes_host::home::Home::at(dir.path());
+/// std::fs::write(home.config_path(), "# mine\nplugins:\n  enabled: [audit]  # keep\n").unwrap();
+/// let path = ["plugins", "entries", "audit", "settings", "level"];
+/// assert!(hermes_host::config_edit::set_value(&home, &path, &serde_json::json!("high")).unwrap());
+/// assert_eq!(
+///     std::fs::read_to_string(home.config_path()).unwrap(),
+///     "# mine\nplugins:\n  enabled: [audit]  # keep\n  entries:\n    audit:\n      settings:\n        level: high\n"
+/// );
+/// ```
+pub fn set_value(
+    home: &Home,
+    path: &[&str],
+    value: &serde_json::Value,
+) -> Result<bool, ConfigError> {
+    update(home, |text| {
+        let before = Config::parse(text)?;
+        let edited = set_path(text, path, value)?;
+        if edited == text {
+            return Ok((edited, false));
+        }
+        let dotted = path.join(".");
+        let after = Config::parse(&edited)
+            .map_err(|e| format!("setting {dotted} would break the file ({e}); edit it by hand"))?;
+        let mut wanted = Value::Mapping(before.root().clone());
+        let value: Value = yaml_serde::from_str(&yaml_value(value)).unwrap_or(Value::Null);
+        if !put(&mut wanted, path, value) || wanted != Value::Mapping(after.root().clone()) {
+            return Err(format!(
+                "{dotted} cannot be set in place without changing something else; edit it by hand"
+            ));
+        }
+        Ok((edited, true))
+    })
+}
+
+/// Sets `path` in a parsed document, as the text edit should have; false when a step on the
+/// way holds something other than a mapping (or nothing).
+fn put(root: &mut Value, path: &[&str], value: Value) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut node = root;
+    for key in parents {
+        if node.is_null() {
+            *node = Value::Mapping(Default::default());
+        }
+        let Value::Mapping(map) = node else {
+            return false;
+        };
+        node = map
+            .entry(Value::String((*key).to_string()))
+            .or_insert(Value::Null);
+    }
+    if node.is_null() {
+        *node = Value::Mapping(Default::default());
+    }
+    let Value::Mapping(map) = node else {
+        return false;
+    };
+    map.insert(Value::String((*last).to_string()), value);
+    true
+}
+
+/// A value as YAML on one line: a plain scalar when it reads back as the same string, JSON
+/// otherwise (JSON is YAML's flow style).
+fn yaml_value(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => scalar(s),
+        other => other.to_string(),
+    }
+}
+
+/// The entries of one mapping written as a block: lines `lo..hi`, keys at `indent`.
+struct Span {
+    lo: usize,
+    hi: usize,
+    indent: usize,
+}
+
+/// A `key: value` line, trimmed at the start: its key (unquoted) and where its colon is.
+fn entry_key(line: &str) -> Option<(String, usize)> {
+    let key_end = match line.chars().next()? {
+        q @ ('"' | '\'') => line[1..].find(q)? + 2,
+        _ => 0,
+    };
+    let colon = key_end
+        + line[key_end..]
+            .match_indices(':')
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let after = &line[key_end + i + 1..];
+                after.is_empty() || after.starts_with(' ')
+            })?;
+    let raw = line[..colon].trim_end();
+    let key = yaml_serde::from_str::<String>(raw).unwrap_or_else(|_| raw.to_string());
+    Some((key, colon))
+}
+
+/// The line of entry `key` among `span`'s, and its colon.
+fn find_key(all: &[Line<'_>], span: &Span, key: &str) -> Option<(usize, usize)> {
+    (span.lo..span.hi).find_map(|i| {
+        let l = all[i].text;
+        if indent(l) != span.indent || blank_or_comment(l) {
+            return None;
+        }
+        let (k, colon) = entry_key(l.trim_start())?;
+        (k == key).then_some((i, indent(l) + colon))
+    })
+}
+
+/// The lines that belong to the entry on line `at` (deeper ones, with the blank and
+/// comment lines between them), up to `hi`.
+fn children(all: &[Line<'_>], at: usize, hi: usize) -> Span {
+    let own = indent(all[at].text);
+    let mut last = at + 1;
+    for (i, l) in all.iter().enumerate().take(hi).skip(at + 1) {
+        if blank_or_comment(l.text) {
+            continue;
+        }
+        if indent(l.text) <= own {
+            break;
+        }
+        last = i + 1;
+    }
+    let indent_of = (at + 1..last)
+        .find(|&i| !blank_or_comment(all[i].text))
+        .map_or(own + 2, |i| indent(all[i].text));
+    Span {
+        lo: at + 1,
+        hi: last,
+        indent: indent_of,
+    }
+}
+
+/// `text` with `path` set to `value`.
+fn set_path(text: &str, path: &[&str], value: &serde_json::Value) -> Result<String, String> {
+    let all = lines(text);
+    let rendered = yaml_value(value);
+    let mut span = Span {
+        lo: 0,
+        hi: all.len(),
+        indent: 0,
+    };
+    for (depth, key) in path.iter().enumerate() {
+        let Some((at, colon)) = find_key(&all, &span, key) else {
+            // Missing from here on: the rest of the path goes after the mapping's last line.
+            let mut new = String::new();
+            for (j, k) in path[depth..].iter().enumerate() {
+                new.push_str(&" ".repeat(span.indent + 2 * j));
+                new.push_str(&scalar(k));
+                new.push(':');
+                if depth + j + 1 == path.len() {
+                    new.push(' ');
+                    new.push_str(&rendered);
+                }
+                new.push('\n');
+            }
+            let offset = if span.hi > span.lo {
+                all[span.hi - 1].end
+            } else if span.lo > 0 {
+                all[span.lo - 1].end
+            } else {
+                text.len()
+            };
+            let before = &text[..offset];
+            let sep = if before.is_empty() || before.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            return Ok(format!("{before}{sep}{new}{}", &text[offset..]));
+        };
+        let line = all[at].text;
+        let (current, comment) = split_comment(line[colon + 1..].trim_start());
+        if depth + 1 == path.len() {
+            // The key's line takes the value; a block that was its value goes with it.
+            let inner = children(&all, at, span.hi);
+            let last = &all[inner.hi - 1];
+            let (end, newline) = (last.end, &text[last.start + last.text.len()..last.end]);
+            return Ok(format!(
+                "{}{}: {rendered}{comment}{newline}{}",
+                &text[..all[at].start],
+                &line[..colon],
+                &text[end..]
+            ));
+        }
+        match current {
+            "" => {}
+            "{}" | "null" | "~" => {
+                // An empty mapping on the key's line: made a block that can hold the entry.
+                let edited = replace_line(text, &all[at], &format!("{}:{comment}", &line[..colon]));
+                return set_path(&edited, path, value);
+            }
+            other => {
+                return Err(format!(
+                    "line {}: {} has its value on the same line ({other}); write it as a block, or set {} by hand",
+                    at + 1,
+                    path[..=depth].join("."),
+                    path.join(".")
+                ));
+            }
+        }
+        span = children(&all, at, span.hi);
+    }
+    Err("the path is empty".into())
+}
+
 /// Whether `a` and `b` have the same plugin lists and agree on everything else.
 fn same_but_lists(a: &Config, b: &Config) -> bool {
     let rest = |c: &Config| {
@@ -531,6 +750,83 @@ fn remove_item(text: &str, key: &str, name: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn set(text: &str, path: &[&str], value: serde_json::Value) -> Result<String, String> {
+        set_path(text, path, &value)
+    }
+
+    #[test]
+    fn set_path_replaces_a_value_in_place_keeping_its_comment_and_everything_else() {
+        let text = "# top\nplugins:\n  enabled: [a]\n  entries:\n    a:\n      settings:\n        level: low   # why\n        other: 1\nmodel: x\n";
+        let out = set(
+            text,
+            &["plugins", "entries", "a", "settings", "level"],
+            "high".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            text.replace("level: low   # why", "level: high   # why")
+        );
+    }
+
+    #[test]
+    fn set_path_creates_what_is_missing_after_the_mappings_last_line() {
+        let text = "plugins:\n  enabled: [a]\n\n# a comment before the next key\nmodel: x\n";
+        let out = set(
+            text,
+            &["plugins", "entries", "a", "settings", "retry", "tries"],
+            3.into(),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "plugins:\n  enabled: [a]\n  entries:\n    a:\n      settings:\n        retry:\n          tries: 3\n\n# a comment before the next key\nmodel: x\n"
+        );
+        assert_eq!(
+            set("", &["a", "b"], "c d".into()).unwrap(),
+            "a:\n  b: \"c d\"\n"
+        );
+        assert_eq!(set("x: 1", &["a"], true.into()).unwrap(), "x: 1\na: true\n");
+    }
+
+    #[test]
+    fn set_path_follows_the_files_indentation_and_quoted_keys() {
+        let text = "\"plugins\":\n    entries:\n        a: {}\n";
+        let out = set(
+            text,
+            &["plugins", "entries", "a", "settings"],
+            serde_json::json!({"k": [1, "two"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "\"plugins\":\n    entries:\n        a:\n          settings: {\"k\":[1,\"two\"]}\n"
+        );
+    }
+
+    #[test]
+    fn set_path_replaces_a_block_value_whole() {
+        let text = "a:\n  b:\n    - 1\n    - 2\n  c: 3\n";
+        assert_eq!(
+            set(text, &["a", "b"], "x".into()).unwrap(),
+            "a:\n  b: x\n  c: 3\n"
+        );
+    }
+
+    #[test]
+    fn set_path_refuses_an_inline_mapping_on_the_way_naming_the_line() {
+        let err = set(
+            "plugins: {enabled: [a]}\n",
+            &["plugins", "entries", "a"],
+            1.into(),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("line 1: plugins has its value on the same line"),
+            "{err}"
+        );
+    }
 
     fn edit(text: &str, name: &str, enable: bool) -> Result<String, String> {
         let (add_to, remove_from) = if enable {

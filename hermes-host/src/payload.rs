@@ -5,6 +5,14 @@ use hermes_hooks_abi::core::Field;
 use hermes_hooks_abi::hooks::{self, FieldKind};
 use serde_json::{Value, json};
 
+/// The JSON fields whose value is a list: their empty value is `[]`, not `{}`.
+const LISTS: &[&str] = &[
+    "conversation_history",
+    "pattern_keys",
+    "request_messages",
+    "middleware_trace",
+];
+
 /// A payload that owns its text, so it can be built from JSON and lent out as fields.
 ///
 /// Fields of the hook's spec come first, in spec order (missing ones get their empty value:
@@ -45,6 +53,11 @@ impl OwnedPayload {
                 (FieldKind::Str, None) => Owned::Str(String::new()),
                 (FieldKind::Int, None) => Owned::Int(0),
                 (FieldKind::Bool, None) => Owned::Bool(false),
+                (FieldKind::Float, None) => Owned::Float(0.0),
+                (FieldKind::Float, Some(serde_json::Value::Number(n))) => {
+                    Owned::Float(n.as_f64().unwrap_or(0.0))
+                }
+                (FieldKind::Json, None) if LISTS.contains(&f.name) => Owned::Json("[]".into()),
                 (FieldKind::Json, None) => Owned::Json("{}".into()),
                 (FieldKind::OptStr | FieldKind::OptInt, None) => Owned::Null,
                 (FieldKind::Json, Some(v)) => Owned::Json(v.to_string()),

@@ -1286,6 +1286,7 @@ mod tests {
                         session_id: "s-in",
                         tool_call_id: "c-in",
                         turn_id: None,
+                        ..Default::default()
                     });
                     assert!(verdict.blocked.is_some());
                     // The nested firing did not write over this one's payload.
@@ -1309,6 +1310,7 @@ mod tests {
             session_id: "s-out",
             tool_call_id: "c-out",
             turn_id: Some("turn-1"),
+            ..Default::default()
         };
         assert!(reg.pre_tool_call(&outer).blocked.is_none());
         // A later firing on the same thread sees its own values, a null turn included.
@@ -1329,6 +1331,9 @@ mod tests {
                     format!("session_id={:?}", Some(session)),
                     format!("tool_call_id={:?}", Some(call)),
                     format!("turn_id={turn:?}"),
+                    // Interface 1.3's fields, left at their defaults by these payloads.
+                    "api_request_id=None".to_string(),
+                    format!("middleware_trace={:?}", Some("")),
                 ]
             };
         assert_eq!(
@@ -1371,6 +1376,7 @@ mod tests {
                             session_id: &text,
                             tool_call_id: &text,
                             turn_id: Some(&text),
+                            ..Default::default()
                         };
                         assert!(reg.pre_tool_call(&event).blocked.is_none());
                     }

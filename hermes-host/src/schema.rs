@@ -30,7 +30,7 @@
 //!
 //! let payload = payload_schema("pre_tool_call").unwrap();
 //! assert_eq!(payload["properties"]["hook_event_name"]["const"], "pre_tool_call");
-//! assert_eq!(payload["properties"]["extra"]["required"], serde_json::json!(["task_id", "tool_call_id", "turn_id"]));
+//! assert_eq!(payload["properties"]["extra"]["required"], serde_json::json!(["task_id", "tool_call_id", "turn_id", "api_request_id", "middleware_trace"]));
 //!
 //! let answer = answer_schema("pre_tool_call").unwrap();
 //! assert_eq!(answer["$defs"]["hermes"]["properties"]["action"]["enum"], serde_json::json!(["block", "modify"]));
@@ -247,6 +247,7 @@ fn kind_schema(kind: FieldKind, doc: &str) -> Value {
         FieldKind::Int => json!("integer"),
         FieldKind::OptInt => json!(["integer", "null"]),
         FieldKind::Bool => json!("boolean"),
+        FieldKind::Float => json!("number"),
     };
     json!({"type": ty, "description": doc})
 }
@@ -621,6 +622,7 @@ mod tests {
                 "platform",
                 "sender_id",
                 "turn_id",
+                "task_id",
                 "telemetry_schema_version"
             ]
         );

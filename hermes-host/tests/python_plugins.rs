@@ -400,7 +400,12 @@ fn kwargs_pre_gateway_dispatch() {
     let seen = kwargs_of("pre_gateway_dispatch");
     assert_eq!(
         seen["keys"],
-        json!(["event", "gateway", "session_store"]),
+        json!([
+            "event",
+            "gateway",
+            "session_store",
+            "telemetry_schema_version"
+        ]),
         "{seen:?}"
     );
     for (name, ty) in [
@@ -531,6 +536,337 @@ fn kwargs_post_api_request() {
             ("usage", "dict"),
         ],
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Keyword arguments: the names the reference passes, from its source
+
+/// Per hook, every keyword name the reference passes at any of its call sites, plus what
+/// its `invoke_hook` adds to all of them: `fixtures/reference/kwargs.json`, made from the
+/// source of `hermes-agent` 0.19.0 by `scripts/reference-kwargs.py`.
+fn reference_names(hook: &str) -> Vec<String> {
+    static FIXTURE: OnceLock<Value> = OnceLock::new();
+    let fixture = FIXTURE.get_or_init(|| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference/kwargs.json");
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    });
+    let mut names: Vec<String> = fixture["added_to_every_call"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    let sites = fixture["hooks"][hook]
+        .as_array()
+        .unwrap_or_else(|| panic!("the reference has no call site for {hook}"));
+    for site in sites {
+        for name in site["kwargs"].as_array().unwrap() {
+            let name = name.as_str().unwrap().to_string();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Names this host passes beyond the reference's, each for a reason.
+const OURS_ONLY: &[(&str, &str)] = &[
+    // interface 1.1 named it so before the reference's `api_duration` (seconds) arrived.
+    ("post_api_request", "api_duration_ms"),
+    // Observability plugins read it there (issue 43); 0.19.0 passes it only to the API hooks.
+    ("post_llm_call", "api_call_count"),
+];
+
+/// Asserts that `hook`, fired for real, handed Python plugins every name the reference
+/// passes, and nothing more but [`OURS_ONLY`].
+fn assert_reference_names(hook: &str) {
+    let seen = kwargs_of(hook);
+    let ours: Vec<String> = match seen.get("keys") {
+        Some(keys) if hook == "pre_gateway_dispatch" => keys
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect(),
+        _ => seen.keys().cloned().collect(),
+    };
+    let reference = reference_names(hook);
+    let missing: Vec<&String> = reference.iter().filter(|n| !ours.contains(n)).collect();
+    assert!(
+        missing.is_empty(),
+        "{hook}: the reference passes {missing:?}, this host does not (it passes {ours:?})"
+    );
+    let extra: Vec<&String> = ours
+        .iter()
+        .filter(|n| !reference.contains(n) && !OURS_ONLY.contains(&(hook, n.as_str())))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "{hook}: this host passes {extra:?}, which the reference does not"
+    );
+}
+
+macro_rules! reference_kwargs_tests {
+    ($($hook:ident),* $(,)?) => {
+        mod reference_kwargs {
+            $(
+                #[test]
+                fn $hook() {
+                    super::assert_reference_names(stringify!($hook));
+                }
+            )*
+        }
+    };
+}
+
+reference_kwargs_tests!(
+    pre_tool_call,
+    post_tool_call,
+    pre_llm_call,
+    post_llm_call,
+    on_session_start,
+    on_session_end,
+    on_session_finalize,
+    on_session_reset,
+    subagent_stop,
+    pre_gateway_dispatch,
+    pre_approval_request,
+    post_approval_response,
+    transform_tool_result,
+    transform_terminal_output,
+    transform_llm_output,
+    pre_api_request,
+    post_api_request,
+);
+
+/// An observability plugin as published ones are written: a span per model request keyed
+/// on `api_request_id`, tool spans under their request, a turn span keyed on `turn_id`,
+/// all closed by the matching end hook; the assistant message read as the SDK object.
+const SPANS_PLUGIN: &str = r#"
+import json, os
+
+OUT = os.path.join(os.environ["HERMES_HOME"], "spans.json")
+OPEN = {}
+CLOSED = []
+PROBLEMS = []
+
+def _open(kind, key, **attrs):
+    if not key:
+        PROBLEMS.append(f"{kind}: no id")
+    OPEN[(kind, key)] = attrs
+
+def _close(kind, key, **attrs):
+    if (kind, key) not in OPEN:
+        PROBLEMS.append(f"{kind} {key!r} closed but never opened")
+        return
+    CLOSED.append({"kind": kind, "key": key, **OPEN.pop((kind, key)), **attrs})
+
+def pre_llm_call(turn_id, task_id, **kw):
+    _open("turn", turn_id, task_id=task_id)
+
+def pre_api_request(turn_id, api_request_id, api_call_count, telemetry_schema_version, **kw):
+    if not isinstance(api_request_id, str):
+        PROBLEMS.append("api_request_id is not a str")
+    _open("request", api_request_id, turn_id=turn_id, n=api_call_count, schema=telemetry_schema_version)
+
+def post_api_request(api_request_id, turn_id, assistant_message, assistant_content_chars,
+                     assistant_tool_call_count, api_duration, started_at, ended_at, **kw):
+    calls = [c.function.name for c in (assistant_message.tool_calls or [])]
+    if len(calls) != assistant_tool_call_count:
+        PROBLEMS.append(f"{len(calls)} tool calls, count says {assistant_tool_call_count}")
+    if len(assistant_message.content or "") != assistant_content_chars:
+        PROBLEMS.append("assistant_content_chars does not match the content")
+    if not ended_at >= started_at or api_duration < 0:
+        PROBLEMS.append("times out of order")
+    _close("request", api_request_id, turn_id=turn_id, tools=calls)
+
+def pre_tool_call(tool_call_id, api_request_id, turn_id, **kw):
+    _open("tool", tool_call_id, api_request_id=api_request_id, turn_id=turn_id)
+
+def post_tool_call(tool_call_id, api_request_id, turn_id, **kw):
+    _close("tool", tool_call_id, api_request_id=api_request_id, closing_turn=turn_id)
+
+def post_llm_call(turn_id, task_id, api_call_count, **kw):
+    _close("turn", turn_id, calls=api_call_count, closing_task=task_id)
+
+def on_session_end(turn_id, task_id, **kw):
+    with open(OUT, "w") as f:
+        json.dump({"open": [list(k) for k in OPEN], "closed": CLOSED, "problems": PROBLEMS}, f)
+
+def register(ctx):
+    for hook in ("pre_llm_call", "pre_api_request", "post_api_request", "pre_tool_call",
+                 "post_tool_call", "post_llm_call", "on_session_end"):
+        ctx.register_hook(hook, globals()[hook])
+"#;
+
+#[test]
+fn an_observer_keying_spans_on_the_correlation_ids_closes_every_span() {
+    let env = Env::new();
+    env.plugin(
+        "spans",
+        "name: spans\nversion: 1.0\n",
+        &[("__init__.py", SPANS_PLUGIN)],
+    );
+    env.config("plugins:\n  enabled: [spans]\n");
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: hello\n    steps:\n      - tool: write_file\n        args: {path: a.txt, content: one}\n      - tool: terminal\n        args: {command: cat a.txt}\n      - final: done\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let spans: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home().join("spans.json")).unwrap())
+            .unwrap();
+    assert_eq!(spans["problems"], json!([]), "{spans:#}");
+    assert_eq!(spans["open"], json!([]), "every span is closed: {spans:#}");
+    let closed = spans["closed"].as_array().unwrap();
+    let of = |kind: &str| {
+        closed
+            .iter()
+            .filter(|s| s["kind"] == kind)
+            .collect::<Vec<_>>()
+    };
+    let (turns, requests, tools) = (of("turn"), of("request"), of("tool"));
+    assert_eq!(
+        (turns.len(), requests.len(), tools.len()),
+        (1, 3, 2),
+        "{spans:#}"
+    );
+    let turn_id = &turns[0]["key"];
+    assert_eq!(
+        turns[0]["calls"], 3,
+        "post_llm_call's api_call_count: {spans:#}"
+    );
+    assert_eq!(turns[0]["task_id"], turns[0]["closing_task"]);
+    for request in &requests {
+        assert_eq!(&request["turn_id"], turn_id, "{spans:#}");
+        assert_eq!(request["schema"], "hermes.observer.v1");
+    }
+    let keys: Vec<&Value> = requests.iter().map(|r| &r["key"]).collect();
+    assert!(
+        keys[0] != keys[1] && keys[1] != keys[2],
+        "request ids are unique: {keys:?}"
+    );
+    assert_eq!(requests[0]["tools"], json!(["write_file"]));
+    // Each tool call carries the id of the request that asked for it.
+    assert_eq!(&tools[0]["api_request_id"], keys[0], "{spans:#}");
+    assert_eq!(&tools[1]["api_request_id"], keys[1], "{spans:#}");
+    for tool in &tools {
+        assert_eq!(&tool["turn_id"], turn_id);
+        assert_eq!(&tool["closing_turn"], turn_id);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Settings and state: ctx.get_config / set_config over config.yaml, ctx.state on disk
+
+const TUNER_PLUGIN: &str = r#"
+import json, os
+
+CTX = None
+OUT = os.path.join(os.environ["HERMES_HOME"], "tuner.jsonl")
+
+def pre_llm_call(**kw):
+    before = CTX.get_config("level")
+    CTX.set_config("level", "high")
+    CTX.set_config("retry.policy", {"tries": 3})
+    after = [CTX.get_config("level"), CTX.get_config("retry.policy.tries"), CTX.get_config("missing", "dflt")]
+    errors = []
+    for bad in ("plugins.x", "../up", "a/b", "settings", "", "model.name"):
+        try:
+            CTX.set_config(bad, 1)
+            errors.append("set_config accepted " + repr(bad))
+        except ValueError:
+            pass
+    try:
+        CTX.set_config("obj", object())
+        errors.append("set_config accepted an object")
+    except ValueError:
+        pass
+    runs = CTX.state.get("runs", 0) + 1
+    CTX.state.set("runs", runs)
+    for key, value in (("../x", 1), ("big", "x" * (11 * 1024 * 1024))):
+        try:
+            CTX.state.set(key, value)
+            errors.append("state.set accepted " + key)
+        except ValueError:
+            pass
+    with open(OUT, "a") as f:
+        f.write(json.dumps({"before": before, "after": after, "errors": errors, "runs": runs,
+                            "path": str(CTX.state.path)}) + "\n")
+
+def register(ctx):
+    global CTX
+    CTX = ctx
+    ctx.set_config("registered", True)
+    ctx.register_hook("pre_llm_call", pre_llm_call)
+"#;
+
+#[test]
+fn set_config_writes_the_plugins_settings_keeping_the_file_and_state_persists_privately() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    env.plugin(
+        "tuner",
+        "name: tuner\nversion: 1.0\n",
+        &[("__init__.py", TUNER_PLUGIN)],
+    );
+    env.config(
+        "# my settings\nplugins:\n  enabled: [tuner]  # keep me\n  entries:\n    tuner:\n      settings:\n        level: low  # the old level\n",
+    );
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: hi\n    steps:\n      - final: ok\n",
+    );
+    for _ in 0..2 {
+        let out = env.run(&["run", script.to_str().unwrap()], &[]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let runs = env.json_lines("tuner.jsonl");
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["before"], "low");
+    assert_eq!(runs[0]["after"], json!(["high", 3, "dflt"]));
+    assert_eq!(runs[0]["errors"], json!([]), "{runs:?}");
+    // The second run reads what the first wrote, from config.yaml and from its state.
+    assert_eq!(runs[1]["before"], "high");
+    assert_eq!(
+        (runs[0]["runs"].as_i64(), runs[1]["runs"].as_i64()),
+        (Some(1), Some(2))
+    );
+    let config = std::fs::read_to_string(env.home().join("config.yaml")).unwrap();
+    for kept in [
+        "# my settings\n",
+        "  enabled: [tuner]  # keep me\n",
+        "        level: high  # the old level\n",
+    ] {
+        assert!(config.contains(kept), "{kept:?} is gone:\n{config}");
+    }
+    let parsed: Value = yaml_serde::from_str(&config).unwrap();
+    let settings = &parsed["plugins"]["entries"]["tuner"]["settings"];
+    assert_eq!(settings["retry"]["policy"]["tries"], 3, "{config}");
+    assert_eq!(
+        settings["registered"], true,
+        "set_config works in register(): {config}"
+    );
+    // The reference's place for it, so a Hermes home copied over keeps its plugins' state.
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(b"tuner");
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let dir = env
+        .home()
+        .join("plugin-data")
+        .join(format!("agent-plugin-tuner-{hex}"));
+    assert_eq!(
+        runs[0]["path"],
+        dir.join("state.json").display().to_string()
+    );
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state, json!({"runs": 2}));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&dir), mode(&dir.join("state.json"))), (0o700, 0o600));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1729,6 +2065,77 @@ fn gateway_send_and_append_to_transcript_reach_the_real_gateway() {
             .lines()
             .any(|l| l.contains("\"collected\":true") && l.contains("human: help")),
         "{transcript}"
+    );
+}
+
+/// A gateway policy as published ones keep a group's ambient talk: messages that do not
+/// mention the bot go into the chat's session transcript through the reference's
+/// `SessionStore` (`get_or_create_session`, `append_to_transcript` by session id,
+/// `update_session`) and are skipped; a mention is answered, and the plugin can read what it
+/// kept with `load_transcript`.
+#[test]
+fn an_ambient_group_policy_keeps_unmentioned_messages_through_the_reference_session_store() {
+    let env = Env::new();
+    env.plugin(
+        "ambient",
+        "name: ambient\n",
+        &[(
+            "__init__.py",
+            r#"import json, os
+OUT = os.path.join(os.environ["HERMES_HOME"], "ambient.jsonl")
+
+def dispatch(event, gateway, session_store, **kwargs):
+    source = event.source
+    if source.chat_type != "group":
+        return None
+    entry = session_store.get_or_create_session(source)
+    if "@bot" in event.text:
+        kept = session_store.load_transcript(entry.session_id)
+        with open(OUT, "a") as f:
+            f.write(json.dumps({"kept": [m.get("content") for m in kept if m.get("ambient")],
+                                "key": entry.session_key, "platform": entry.platform.value}) + "\n")
+        return {"action": "allow"}
+    session_store.append_to_transcript(
+        entry.session_id, {"role": "user", "content": f"[{source.user_name}] {event.text}", "ambient": True})
+    session_store.update_session(entry.session_key)
+    return {"action": "skip", "reason": "ambient"}
+
+def register(ctx):
+    ctx.register_hook("pre_gateway_dispatch", dispatch)
+"#,
+        )],
+    );
+    env.config("plugins:\n  enabled: [ambient]\n");
+    let group = |user: &str, text: &str| json!({"chat_id": "g1", "user_id": user, "user_name": user, "chat_type": "group", "text": text});
+    let (out, lines) = env.gateway_stdin(&[
+        group("Ann", "lunch at noon?"),
+        group("Bob", "sure"),
+        group("Ann", "@bot book a table"),
+    ]);
+    let replies: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "reply").collect();
+    assert_eq!(
+        replies.len(),
+        1,
+        "only the mention is answered: {}",
+        text(&out)
+    );
+    let seen = env.json_lines("ambient.jsonl");
+    assert_eq!(seen.len(), 1, "{}", text(&out));
+    assert_eq!(
+        seen[0]["kept"],
+        json!(["[Ann] lunch at noon?", "[Bob] sure"])
+    );
+    assert_eq!(seen[0]["platform"], "local");
+    let session = replies[0]["session_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(env.home().join(format!("sessions/{session}.jsonl"))).unwrap();
+    let ambient = transcript
+        .lines()
+        .filter(|l| l.contains("\"ambient\":true"))
+        .count();
+    assert_eq!(
+        ambient, 2,
+        "the ambient messages are in the session's transcript:\n{transcript}"
     );
 }
 

@@ -254,7 +254,7 @@ fn the_runtime_payload_is_utf8_and_carries_the_telemetry_version() {
     let payload = std::fs::read_to_string(home.path().join("payload.json")).unwrap();
     assert_eq!(
         home.mask(&payload),
-        r#"{"hook_event_name": "pre_tool_call", "tool_name": "terminal", "tool_input": {"command": "héllo ☃"}, "session_id": "s-1", "cwd": "$H", "extra": {"task_id": "t", "tool_call_id": "", "turn_id": null, "telemetry_schema_version": "hermes.observer.v1"}}"#
+        r#"{"hook_event_name": "pre_tool_call", "tool_name": "terminal", "tool_input": {"command": "héllo ☃"}, "session_id": "s-1", "cwd": "$H", "extra": {"task_id": "t", "tool_call_id": "", "turn_id": null, "api_request_id": null, "middleware_trace": [], "telemetry_schema_version": "hermes.observer.v1"}}"#
     );
 }
 

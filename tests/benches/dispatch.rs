@@ -31,6 +31,8 @@ fn event() -> PreToolCallEvent<'static> {
         session_id: "sess-1",
         tool_call_id: "call-1",
         turn_id: None,
+        api_request_id: None,
+        middleware_trace: "[]",
     }
 }
 

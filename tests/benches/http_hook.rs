@@ -48,6 +48,8 @@ fn http_hook(c: &mut Criterion) {
         session_id: "sess-1",
         tool_call_id: "call-1",
         turn_id: None,
+        api_request_id: None,
+        middleware_trace: "[]",
     };
 
     let mut group = c.benchmark_group("http_hook");

@@ -26,7 +26,7 @@ fn list_shows_version_library_state_and_hooks() {
         .collect::<Vec<_>>()
         .join(", ");
     let expected = format!(
-        "Plugins in $HOME/plugins (host interface 1.2.0):\n\n  alpha 0.1.0  enabled\n      library: $HOME/plugins/alpha/librecorder.so (interface 1.2.0, debug)\n      hooks: {all_hooks}\n  beta 0.1.0  not loaded: not enabled in config (run `hermes plugins enable beta` to activate)\n      library: $HOME/plugins/beta/librecorder.so\n"
+        "Plugins in $HOME/plugins (host interface 1.3.0):\n\n  alpha 0.1.0  enabled\n      library: $HOME/plugins/alpha/librecorder.so (interface 1.3.0, debug)\n      hooks: {all_hooks}\n  beta 0.1.0  not loaded: not enabled in config (run `hermes plugins enable beta` to activate)\n      library: $HOME/plugins/beta/librecorder.so\n"
     );
     assert_eq!(home.mask(&run.stdout()), expected, "{}", run.describe());
 }

@@ -121,7 +121,7 @@ fn an_incompatible_plugin_is_refused_with_one_line_and_the_others_load() {
     assert_eq!(
         error,
         format!(
-            "{}: plugin 'plugin-v2_0' was built against hermes-hooks-abi 2.0.0, this host speaks 1.2.0: the major versions differ; rebuild the plugin against hermes-hooks-abi 1.x",
+            "{}: plugin 'plugin-v2_0' was built against hermes-hooks-abi 2.0.0, this host speaks 1.3.0: the major versions differ; rebuild the plugin against hermes-hooks-abi 1.x",
             lib.display()
         )
     );
@@ -146,13 +146,13 @@ fn a_plugin_newer_than_the_host_loads_with_a_message_naming_both_versions() {
     let host = hermes_host::plugins::HOST_ABI_VERSION;
     let host_minor = host.rsplit_once('.').map(|(mm, _)| mm).unwrap();
     let expected = format!(
-        "{}: plugin 'plugin-v1_2' was built against hermes-hooks-abi 1.3.0, newer than this host's {host}: it loads, but hooks and fields added after {host_minor} do not reach it here; upgrade hermes, or rebuild the plugin against hermes-hooks-abi {host_minor}",
+        "{}: plugin 'plugin-v1_2' was built against hermes-hooks-abi 1.4.0, newer than this host's {host}: it loads, but hooks and fields added after {host_minor} do not reach it here; upgrade hermes, or rebuild the plugin against hermes-hooks-abi {host_minor}",
         dir.join("libplugin_v1_2.so").display()
     );
     assert!(run.stderr().contains(&expected), "{}", run.describe());
     let list: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
     assert_eq!(list["plugins"][0]["enabled"], true, "{list:#}");
-    assert_eq!(list["plugins"][0]["abi_version"], "1.3.0");
+    assert_eq!(list["plugins"][0]["abi_version"], "1.4.0");
     let fired = home.hermes(&["plugins", "fire", "pre_tool_call"], &[]);
     assert!(
         fired.stdout().contains("plugin-v1_2::noop  no opinion"),

@@ -53,6 +53,7 @@ fn accessor_type(kind: FieldKind) -> &'static str {
         FieldKind::Int => "`i64`",
         FieldKind::OptInt => "`Option<i64>`",
         FieldKind::Bool => "`bool`",
+        FieldKind::Float => "`f64`",
     }
 }
 

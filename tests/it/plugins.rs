@@ -80,7 +80,8 @@ fn callbacks_run_in_alphabetical_plugin_order_and_contexts_join_in_that_order() 
             "model",
             "platform",
             "sender_id",
-            "turn_id"
+            "turn_id",
+            "task_id"
         ]
     );
     assert_eq!(fields["user_message"], "hi");

@@ -73,6 +73,7 @@ fn sample(kind: FieldKind, name: &str, i: usize) -> Value {
         FieldKind::OptInt if i.is_multiple_of(2) => Value::Null,
         FieldKind::OptInt => json!(7),
         FieldKind::Bool => json!(true),
+        FieldKind::Float => json!(1.5),
     }
 }
 

@@ -106,7 +106,7 @@ pub fn built() -> &'static Built {
     })
 }
 
-/// A plugin built against a copy of the current interface that calls itself 1.3.0: what a
+/// A plugin built against a copy of the current interface that calls itself 1.4.0: what a
 /// user has when their plugin is newer than their `hermes`. Made at test time (a workspace
 /// in `target/it-abi-1.2` with a copy of `hermes-hooks-abi` and of the `noop` plugin,
 /// renamed `plugin-v1_2`), so it can never drift from the interface it copies.
@@ -120,8 +120,8 @@ pub fn plugin_v1_2() -> PathBuf {
             copy_dir(&root.join("hermes-hooks-abi/src"), &dir.join("hermes-hooks-abi/src"));
             let abi_toml = std::fs::read_to_string(root.join("hermes-hooks-abi/Cargo.toml"))
                 .expect("hermes-hooks-abi/Cargo.toml");
-            let abi_toml = abi_toml.replacen("version = \"1.2.0\"", "version = \"1.3.0\"", 1);
-            assert!(abi_toml.contains("version = \"1.3.0\""), "the interface is no longer 1.2.0: update this fixture");
+            let abi_toml = abi_toml.replacen("version = \"1.3.0\"", "version = \"1.4.0\"", 1);
+            assert!(abi_toml.contains("version = \"1.4.0\""), "the interface is no longer 1.3.0: update this fixture");
             write(&dir.join("hermes-hooks-abi/Cargo.toml"), &abi_toml);
             copy_dir(&root.join("tests/plugins/noop/src"), &dir.join("plugin-v1_2/src"));
             let plugin_toml = std::fs::read_to_string(root.join("tests/plugins/noop/Cargo.toml"))

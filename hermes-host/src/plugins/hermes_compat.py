@@ -42,6 +42,28 @@ def _hc_config():
     return copy.deepcopy(_HC_CONFIG)
 
 
+def _hc_nested(root, segments, default):
+    """`root[s0][s1]...`, or `default` at the first step that is missing."""
+    current = root
+    for segment in segments:
+        if not isinstance(current, dict) or segment not in current:
+            return default
+        current = current[segment]
+    return current
+
+
+def _hc_set(segments, value):
+    """Records in this worker's copy of config.yaml what the host just wrote to the file."""
+    _hc_config()
+    node = _HC_CONFIG
+    for segment in segments[:-1]:
+        if not isinstance(node.get(segment), dict):
+            node[segment] = {}
+        node = node[segment]
+    import copy
+    node[segments[-1]] = copy.deepcopy(value)
+
+
 def _hc_home():
     from pathlib import Path
     value = _hc_os.environ.get("HERMES_HOME", "").strip()

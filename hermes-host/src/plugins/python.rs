@@ -179,6 +179,8 @@ struct Launch {
 
 struct Worker {
     group: Group,
+    /// The plugin's own settings in config.yaml, which `ctx.set_config` writes.
+    settings: Settings,
     stream: UnixStream,
     reader: BufReader<UnixStream>,
     /// Closed by the log thread when it has forwarded everything the worker wrote.
@@ -348,6 +350,10 @@ impl Launch {
             .map_err(|e| format!("cannot read from the worker of plugin '{}': {e}", self.name))?;
         Ok(Worker {
             group,
+            settings: Settings {
+                home: self.context.home.clone(),
+                plugin_id: self.key.clone(),
+            },
             stream,
             reader,
             log_done,
@@ -355,9 +361,77 @@ impl Launch {
     }
 }
 
+/// Where one plugin's settings live: `plugins.entries.<plugin_id>.settings` of the home's
+/// config.yaml. The worker names only the key under it, so a plugin can change nothing else.
+struct Settings {
+    home: PathBuf,
+    plugin_id: String,
+}
+
+impl Settings {
+    /// `ctx.set_config(key, value)`: `{"key": [segments], "value": v}`, checked again here
+    /// by the reference's rules, written through the locked, comment-keeping editor.
+    fn set(&self, args: &Value) -> Value {
+        let segments: Option<Vec<&str>> = args["key"]
+            .as_array()
+            .and_then(|k| k.iter().map(Value::as_str).collect());
+        let Some(segments) = segments.filter(|s| valid_setting_key(s)) else {
+            return serde_json::json!({ "error": "Expected a plugin-relative config key such as 'endpoint' or 'retry.policy'" });
+        };
+        let mut path = vec!["plugins", "entries", &self.plugin_id, "settings"];
+        path.extend(segments);
+        let home = crate::home::Home::at(&self.home);
+        match crate::config_edit::set_value(&home, &path, &args["value"]) {
+            Ok(_) => serde_json::json!({ "ok": null }),
+            Err(e) => serde_json::json!({ "error": e.to_string() }),
+        }
+    }
+}
+
+/// The reference's rule for a plugin-relative settings key: segments of letters, digits,
+/// `_` and `-` (starting with a letter or digit, at most 128), not under a core root.
+fn valid_setting_key(segments: &[&str]) -> bool {
+    let segment = |s: &&str| {
+        (1..=128).contains(&s.len())
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    segments.first().is_some_and(|first| {
+        !matches!(
+            first.to_ascii_lowercase().as_str(),
+            "model" | "plugins" | "security" | "settings"
+        )
+    }) && segments.iter().all(segment)
+}
+
 impl Worker {
+    /// Answers what the worker asks of its own plugin (not of a firing), if that is what it
+    /// asked.
+    fn own_call(&self, capability: &str, args: &Value) -> Option<Value> {
+        match capability {
+            "config.set" => Some(self.settings.set(args)),
+            _ => None,
+        }
+    }
+
     fn hello(&mut self, launch: &Launch) -> Result<Hello, String> {
-        let message = self.read(Instant::now() + START_TIMEOUT);
+        let deadline = Instant::now() + START_TIMEOUT;
+        // `register()` may already write its settings: calls answered until the hello.
+        let message = loop {
+            match self.read(deadline) {
+                Ok(m) if m.get("call").is_some() => {
+                    let capability = m["call"].as_str().unwrap_or_default();
+                    let reply = self.own_call(capability, &m["args"]).unwrap_or_else(|| {
+                        serde_json::json!({ "error": format!("{capability} cannot be used while the plugin registers") })
+                    });
+                    if let Err(why) = self.send(&reply) {
+                        break Err(why);
+                    }
+                }
+                other => break other,
+            }
+        };
         let parsed = message.and_then(|m| {
             let hello = m
                 .get("hello")
@@ -518,6 +592,10 @@ fn exchange(
         let Some(capability) = message.get("call").and_then(Value::as_str) else {
             return Err("sent a line that is neither answers nor a call".into());
         };
+        if let Some(reply) = worker.own_call(capability, &message["args"]) {
+            worker.send(&reply)?;
+            continue;
+        }
         let args = message
             .get("args")
             .map(Value::to_string)

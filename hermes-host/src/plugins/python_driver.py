@@ -147,11 +147,9 @@ _NOT_HERE = {
     "register_skill": "this host has no skills",
     "emit": "this host has no plugin event bus; it returns 0",
     "subscribe": "this host has no plugin event bus",
-    "set_config": "plugin settings are not written here yet",
     "call_mcp": "this host has no MCP servers; it raises PermissionError, as the reference does for a server not allowed",
     "spawn_task": "the task is created, but nothing cancels it at unload",
     "llm": "this host has no model for plugins; its methods raise RuntimeError",
-    "state": "plugin state is kept for this worker's life only",
     "platform_actions": "this host has no platform actions; they return {'ok': False}",
     "subagent_lifecycle": "this host has no subagent lifecycle service",
 }
@@ -159,6 +157,132 @@ for _provider in ("image_gen", "video_gen", "web_search", "browser", "terminal_e
                   "transcription"):
     _NOT_HERE[f"register_{_provider}_provider"] = f"this host has no {_provider.replace('_', ' ')} providers"
 _NOT_HERE["register_secret_source"] = "this host has no secret sources"
+
+
+_UNSET = object()
+_SETTING_SEGMENT = "[A-Za-z0-9][A-Za-z0-9_-]{0,127}"
+_SETTING_RESERVED_ROOTS = frozenset({"model", "plugins", "security", "settings"})
+
+
+def _setting_segments(key, plugin_id):
+    """A plugin-relative settings key (`endpoint`, `retry.policy`) as its segments; global,
+    cross-plugin and traversal paths raise ValueError, as in the reference."""
+    import re
+    segments = tuple(key.split(".")) if isinstance(key, str) else ()
+    valid = (isinstance(key, str) and key and "/" not in key and "\\" not in key
+             and segments[0].lower() not in _SETTING_RESERVED_ROOTS
+             and all(re.fullmatch(_SETTING_SEGMENT, s) for s in segments))
+    if not valid:
+        logging.getLogger("hermes").warning("Rejected config path %r from plugin %s", key, plugin_id)
+        raise ValueError("Expected a plugin-relative config key such as 'endpoint' or "
+                         "'retry.policy'; global, cross-plugin, and traversal paths are forbidden")
+    return segments
+
+
+def _portable_skill_namespace(key):
+    import hashlib
+    slug = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-") else "-" for ch in key.lower())
+    slug = slug.strip("-_") or "plugin"
+    return f"agent-plugin-{slug}-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:8]}"
+
+
+class PluginState:
+    """The reference's `ctx.state`: this plugin's durable JSON key-value store, at the
+    reference's path (`$HERMES_HOME/plugin-data/<namespace>/state.json`, so a Hermes home
+    copied over keeps its plugins' state). Every change is a read-modify-write under a lock
+    on a sibling file, written atomically and private to the user (0600 in a 0700
+    directory), within the reference's 10 MiB quota."""
+
+    _KEY = "[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"
+    _QUOTA_BYTES = 10 * 1024 * 1024
+
+    def __init__(self, plugin_id, skill_namespace=""):
+        candidate = skill_namespace or plugin_id
+        portable = skill_namespace and candidate.startswith("agent-plugin-")
+        self._namespace = candidate if portable else _portable_skill_namespace(candidate)
+
+    @property
+    def data_dir(self):
+        return _hc_home() / "plugin-data" / self._namespace
+
+    @property
+    def path(self):
+        return self.data_dir / "state.json"
+
+    @property
+    def quota_bytes(self):
+        return self._QUOTA_BYTES
+
+    @classmethod
+    def _validate_key(cls, key):
+        import re
+        if not isinstance(key, str) or not re.fullmatch(cls._KEY, key) or ".." in key:
+            raise ValueError("Plugin state keys must be 1-128 characters using letters, "
+                             "numbers, '_', '-', '.', or ':' (without '..')")
+
+    def _locked(self):
+        import contextlib
+        import fcntl
+
+        @contextlib.contextmanager
+        def held():
+            os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+            fd = os.open(self.data_dir / ".state.json.lock",
+                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+        return held()
+
+    def _read_unlocked(self):
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, encoding="utf-8-sig") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"Cannot parse plugin state {self.path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RuntimeError(f"Cannot parse plugin state {self.path}: root must be an object")
+        return data
+
+    def get(self, key, default=None):
+        self._validate_key(key)
+        with self._locked():
+            return self._read_unlocked().get(key, default)
+
+    def set(self, key, value):
+        self._validate_key(key)
+        with self._locked():
+            data = self._read_unlocked()
+            data[key] = value
+            try:
+                encoded = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"Plugin state value for {key!r} is not JSON-serializable") from exc
+            if len(encoded) > self.quota_bytes:
+                raise ValueError(f"Plugin state quota exceeded: {len(encoded)} bytes is greater "
+                                 f"than the {self.quota_bytes}-byte per-plugin quota")
+            import tempfile
+            fd, tmp = tempfile.mkstemp(dir=self.data_dir, prefix=".state.json.", suffix=".tmp")
+            try:
+                with open(fd, "wb") as f:
+                    f.write(encoded)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+
+    def __repr__(self):
+        return f"PluginState(path={str(self.path)!r})"
 
 
 class _Unavailable:
@@ -193,7 +317,7 @@ class PluginContext:
         self._warned = set()
         self._hello_sent = False
         self._unload = []
-        self._state = {}
+        self._state = None
         self.warnings = []
         self.manifest = PluginManifest(manifest_data, name, key, path)
 
@@ -233,21 +357,27 @@ class PluginContext:
         return False
 
     def get_config(self, key, default=None):
-        from hermes_cli.config import load_config
-        entries = ((load_config().get("plugins") or {}).get("entries") or {})
-        entry = entries.get(self.plugin_id) if isinstance(entries, dict) else None
+        """`plugins.entries.<plugin_id>.settings.<key>` of config.yaml (the legacy `config`
+        subtree after it), as the reference reads it."""
+        segments = _setting_segments(key, self.plugin_id)
+        entry = _hc_nested(_hc_config(), ("plugins", "entries", self.plugin_id), None)
         if not isinstance(entry, dict):
             return default
-        for subtree in ("settings", "config"):
-            value = entry.get(subtree)
-            for part in str(key).split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            if value is not None:
-                return value
-        return default
+        value = _hc_nested(entry.get("settings"), segments, _UNSET)
+        if value is not _UNSET:
+            return value
+        return _hc_nested(entry.get("config"), segments, default)
 
     def set_config(self, key, value):
-        self._not_here("set_config")
+        """Writes one value of this plugin's `settings` in config.yaml, through the host's
+        locked editor that keeps the rest of the file (comments included) as it was."""
+        segments = _setting_segments(key, self.plugin_id)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Plugin setting {key!r} is not JSON-serializable") from e
+        _call_host("config.set", {"key": list(segments), "value": value})
+        _hc_set(("plugins", "entries", self.plugin_id, "settings") + segments, value)
 
     def on_unload(self, callback):
         if not callable(callback):
@@ -285,7 +415,8 @@ class PluginContext:
 
     @property
     def state(self):
-        self._not_here("state")
+        if self._state is None:
+            self._state = PluginState(self.plugin_id, self.manifest.skill_namespace)
         return self._state
 
     @property
@@ -418,20 +549,89 @@ class GatewayRunner:
         self.adapters = _Adapters()
 
 
+class SessionEntry:
+    """The reference's `gateway.session.SessionEntry`: a chat's session as the store has it."""
+
+    def __init__(self, session_key, session_id, source):
+        import datetime
+        now = datetime.datetime.now()
+        self.session_key = session_key
+        self.session_id = session_id
+        self.created_at = now
+        self.updated_at = now
+        self.origin = source
+        self.display_name = getattr(source, "user_name", None)
+        self.platform = getattr(source, "platform", None)
+        self.chat_type = getattr(source, "chat_type", "dm")
+        self.input_tokens = self.output_tokens = self.total_tokens = 0
+        self.cache_read_tokens = self.cache_write_tokens = self.last_prompt_tokens = 0
+        self.estimated_cost_usd = 0.0
+        self.cost_status = "unknown"
+        self.was_auto_reset = False
+        self.auto_reset_reason = None
+
+    def __repr__(self):
+        return f"SessionEntry(session_key={self.session_key!r}, session_id={self.session_id!r})"
+
+
 class SessionStore:
+    """The reference's gateway `SessionStore`, for the chat being dispatched and the others
+    the gateway has: sessions are reached through the host while they are a chat's current
+    one."""
+
     def __init__(self, session_key):
         self._session_key = session_key
 
-    def append_to_transcript(self, session, message=None, *args, **kwargs):
+    def get_or_create_session(self, source, force_new=False):
+        platform = getattr(getattr(source, "platform", ""), "value", getattr(source, "platform", ""))
+        answer = _call_host("session.get_or_create", {
+            "platform": str(platform), "chat_id": str(getattr(source, "chat_id", "")),
+            "force_new": bool(force_new)})
+        return SessionEntry(answer["session_key"], answer["session_id"], source)
+
+    def update_session(self, session_key, last_prompt_tokens=None):
+        _call_host("session.update", {"session_key": str(session_key)})
+
+    def append_to_transcript(self, session, message=None, skip_db=False, *args, **kwargs):
         if message is None:
             session, message = self._session_key, session
         if not isinstance(message, dict):
             raise TypeError("append_to_transcript: the message must be a dict")
-        return _call_host("session.append", {"session_key": str(session or self._session_key), "entry": message})
+        session = str(session or self._session_key)
+        # The reference takes the session id; plugins written for this host the key.
+        return _call_host("session.append", {"session_key": session, "entry": message})
+
+    def load_transcript(self, session_id):
+        return _call_host("session.load", {"session_id": str(session_id)}) or []
+
+    def has_any_sessions(self):
+        return True
 
 
 def _dispatch_kwargs(kw):
-    return {"event": MessageEvent(kw), "gateway": GatewayRunner(), "session_store": SessionStore(kw.get("session_key", ""))}
+    return {"event": MessageEvent(kw), "gateway": GatewayRunner(), "session_store": SessionStore(kw.get("session_key", "")),
+            "telemetry_schema_version": _TELEMETRY}
+
+
+class _Message(dict):
+    """`assistant_message` of `post_api_request`: the reference passes the provider SDK's
+    message object (`.content`, `.tool_calls[i].function.name`); this is that, and still
+    the dict it was sent as."""
+
+    def __getattr__(self, attr):
+        try:
+            value = self[attr]
+        except KeyError:
+            raise AttributeError(attr) from None
+        if isinstance(value, dict):
+            return _Message(value)
+        if isinstance(value, list):
+            return [_Message(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+
+# What the reference's invoke_hook adds to every hook's kwargs.
+_TELEMETRY = "hermes.observer.v1"
 
 
 def _kwargs(hook, kw):
@@ -439,6 +639,9 @@ def _kwargs(hook, kw):
         return _dispatch_kwargs(kw)
     if "args" in kw and not isinstance(kw["args"], dict):
         kw["args"] = {}
+    if hook == "post_api_request" and isinstance(kw.get("assistant_message"), dict):
+        kw["assistant_message"] = _Message(kw["assistant_message"])
+    kw.setdefault("telemetry_schema_version", _TELEMETRY)
     return kw
 
 

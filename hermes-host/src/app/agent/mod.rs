@@ -101,6 +101,53 @@ pub struct Session {
     pub files: Option<Arc<session_files::SessionFiles>>,
 }
 
+/// The ids that tie one turn's firings together, as the reference's observers key their
+/// spans: the turn, and the model requests made in it (counted across all of the turn's
+/// passes, so a Stop hook's continuation never reuses a request id).
+struct Turn {
+    id: String,
+    api_calls: i64,
+}
+
+impl Turn {
+    /// The id of the turn's latest model request: opaque to hooks, unique in the turn.
+    fn request_id(&self) -> String {
+        format!("{}:api:{}", self.id, self.api_calls)
+    }
+}
+
+/// The ids one tool call's firings carry, approvals included.
+#[derive(Clone, Copy)]
+struct CallIds<'a> {
+    turn_id: &'a str,
+    api_request_id: &'a str,
+    tool_call_id: &'a str,
+}
+
+/// What `pre_api_request` shows of a request (JSON texts; empty when no hook reads them).
+#[derive(Default)]
+struct ApiRequest {
+    history: String,
+    messages: String,
+    request: String,
+    chars: usize,
+}
+
+/// What `post_api_request` shows of a response (JSON texts; empty when no hook reads them).
+#[derive(Default)]
+struct ApiResponse {
+    message: String,
+    response: String,
+    content_chars: i64,
+}
+
+/// Seconds since the Unix epoch, as the reference's `time.time()`.
+fn epoch_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 impl Session {
     /// A new session with a generated id.
     pub fn new(model: &str, platform: &str, cwd: &Path) -> Session {
@@ -212,6 +259,74 @@ impl Agent {
         serde_json::to_string(&session.history).unwrap_or_else(|_| "[]".to_string())
     }
 
+    /// The model request of one pass, as `pre_api_request` shows it: the history, the
+    /// messages sent (the history with this pass's input, context included, as its last
+    /// user message) and the request body. Built only when a hook will read it.
+    fn request_for(&self, session: &Session, model_input: &str) -> ApiRequest {
+        if !self.registry.has(ApiRequestEvent::HOOK) {
+            // Nobody reads it: no copy of the history, whose size grows with the chat.
+            return ApiRequest {
+                chars: model_input.len(),
+                ..ApiRequest::default()
+            };
+        }
+        let mut messages = session.history.clone();
+        let chars = model_input.len()
+            + messages
+                .iter()
+                .map(|m| m["content"].as_str().map_or(0, str::len))
+                .sum::<usize>();
+        let history = serde_json::to_string(&messages).unwrap_or_else(|_| "[]".into());
+        match messages.iter_mut().rev().find(|m| m["role"] == "user") {
+            Some(last) => last["content"] = json!(model_input),
+            None => messages.push(json!({ "role": "user", "content": model_input })),
+        }
+        let request = json!({
+            "method": "POST",
+            "body": { "model": session.model, "messages": messages, "tools": tools::NAMES },
+        });
+        ApiRequest {
+            history,
+            messages: request["body"]["messages"].to_string(),
+            request: request.to_string(),
+            chars,
+        }
+    }
+
+    /// The response of one pass, as `post_api_request` shows it.
+    fn response_for(
+        &self,
+        session: &Session,
+        step: &Step,
+        calls: &[ToolCall],
+        finish_reason: &str,
+    ) -> ApiResponse {
+        let content = step.final_text.as_deref().filter(|_| calls.is_empty());
+        let content_chars = content.map_or(0, |c| c.chars().count() as i64);
+        if !self.registry.has(ApiResponseEvent::HOOK) {
+            return ApiResponse {
+                content_chars,
+                ..ApiResponse::default()
+            };
+        }
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({ "type": "function", "function": { "name": c.tool, "arguments": c.args.to_string() } }))
+            .collect();
+        let message = json!({ "role": "assistant", "content": content, "tool_calls": tool_calls });
+        let response = json!({
+            "model": session.model,
+            "finish_reason": finish_reason,
+            "assistant_message": message,
+            "usage": null,
+        });
+        ApiResponse {
+            message: message.to_string(),
+            response: response.to_string(),
+            content_chars,
+        }
+    }
+
     /// Fires `hook` with `fields` and traces the combined outcome.
     pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
         let started = Instant::now();
@@ -306,11 +421,22 @@ impl Agent {
         }
     }
 
-    /// Fires `on_session_finalize` for `session`.
+    /// Fires `on_session_finalize` for `session`, closed at a session boundary (the end
+    /// of a run or of a child's work).
     pub fn finalize(&self, session: &Session) {
+        self.finalize_because(session, "session_boundary", None);
+    }
+
+    /// Fires `on_session_finalize` for `session` with the reference's `reason`
+    /// (`session_boundary`, `new_session`, `session_expired`, `shutdown`) and, on a reset,
+    /// the session that replaces it.
+    pub fn finalize_because(&self, session: &Session, reason: &str, new_session_id: Option<&str>) {
         let event = SessionFinalizeEvent {
             session_id: Some(&session.id),
             platform: &session.platform,
+            reason,
+            old_session_id: new_session_id.map(|_| session.id.as_str()),
+            new_session_id,
         };
         self.fire(SessionFinalizeEvent::HOOK, &event.fields());
     }
@@ -349,7 +475,10 @@ impl Agent {
         }
         self.transcript
             .line(session, &format!("user: {user_message}"));
-        let turn_id = format!("{}-t{}", session.id, session.turns + 1);
+        let mut turn = Turn {
+            id: format!("{}-t{}", session.id, session.turns + 1),
+            api_calls: 0,
+        };
         let mut context = None;
         if stop.is_none() {
             let history = self.history_for(PreLlmCallEvent::HOOK, session);
@@ -361,7 +490,8 @@ impl Agent {
                 model: &session.model,
                 platform: &session.platform,
                 sender_id: session.user_id.as_deref(),
-                turn_id: Some(&turn_id),
+                turn_id: Some(&turn.id),
+                task_id: &session.id,
             };
             context = self
                 .fire(PreLlmCallEvent::HOOK, &event.fields())
@@ -391,7 +521,7 @@ impl Agent {
         self.emit("agent:start", Value::Object(start.clone()));
 
         let (mut response, mut interrupted, error) =
-            self.model_pass(session, steps, &model_input, &turn_id, &mut stop);
+            self.model_pass(session, steps, &model_input, &mut turn, &mut stop);
         let mut completed = false;
         // Stop hooks that keep the agent working: each continuation is another model pass
         // with the hooks' reason as its instruction, answered from the turn's scripted
@@ -405,7 +535,7 @@ impl Agent {
             let Some(text) = response.take() else {
                 break;
             };
-            let shown = self.answer(session, user_message, &text, &mut stop);
+            let shown = self.answer(session, user_message, &text, &turn, &mut stop);
             response = Some(shown);
             completed = true;
             let reasons = run_control::take_continue(&session.id);
@@ -442,7 +572,7 @@ impl Agent {
             if let Some(files) = &session.files {
                 files.user(&reason);
             }
-            let pass = self.model_pass(session, &next.steps, &reason, &turn_id, &mut stop);
+            let pass = self.model_pass(session, &next.steps, &reason, &mut turn, &mut stop);
             response = pass.0;
             interrupted = pass.1;
             completed = false;
@@ -451,12 +581,25 @@ impl Agent {
             }
         }
         run_control::set_stop_hook_active(&session.id, false);
+        let last_request = (turn.api_calls > 0).then(|| turn.request_id());
         let end = SessionEndEvent {
             session_id: &session.id,
             completed,
             interrupted,
             model: &session.model,
             platform: &session.platform,
+            task_id: &session.id,
+            turn_id: Some(&turn.id),
+            api_request_id: last_request.as_deref(),
+            reason: if interrupted {
+                Some("interrupted")
+            } else if stop.is_some() {
+                Some("stopped_by_hook")
+            } else if error.is_some() {
+                Some("model_error")
+            } else {
+                None
+            },
         };
         self.fire(SessionEndEvent::HOOK, &end.fields());
         self.stop_asked(session, &mut stop);
@@ -488,7 +631,7 @@ impl Agent {
         session: &mut Session,
         steps: &[Step],
         model_input: &str,
-        turn_id: &str,
+        turn: &mut Turn,
         stop: &mut Option<Stop>,
     ) -> (Option<String>, bool, Option<String>) {
         let mut response: Option<String> = None;
@@ -503,17 +646,34 @@ impl Agent {
             if stop.is_some() {
                 break;
             }
+            turn.api_calls += 1;
+            let api_request_id = turn.request_id();
+            let started_at = epoch_seconds();
+            let request = self.request_for(session, model_input);
             let api = ApiRequestEvent {
                 session_id: &session.id,
                 task_id: &session.id,
                 platform: &session.platform,
                 model: &session.model,
                 provider: "scripted",
-                api_call_count: i as i64 + 1,
+                api_call_count: turn.api_calls,
                 message_count: session.history.len() as i64,
-                tool_count: 4,
-                approx_input_tokens: (model_input.len() / 4) as i64,
+                tool_count: tools::NAMES.len() as i64,
+                approx_input_tokens: (request.chars / 4) as i64,
+                turn_id: Some(&turn.id),
+                api_request_id: Some(&api_request_id),
+                user_message: model_input,
+                conversation_history: &request.history,
+                base_url: "",
+                api_mode: "chat_completions",
+                request_messages: &request.messages,
+                request_char_count: request.chars as i64,
+                max_tokens: None,
+                started_at,
+                middleware_trace: "[]",
+                request: &request.request,
             };
+            let requested = Instant::now();
             self.fire(ApiRequestEvent::HOOK, &api.fields());
             if let Some(failure) = &step.error {
                 // The request failed: no response, so no post_api_request.
@@ -528,16 +688,31 @@ impl Agent {
             } else {
                 "tool_calls"
             };
+            let api_duration = requested.elapsed().as_secs_f64();
+            let answer = self.response_for(session, step, &calls, finish_reason);
             let after = ApiResponseEvent {
                 session_id: &session.id,
                 task_id: &session.id,
                 platform: &session.platform,
                 model: &session.model,
                 provider: "scripted",
-                api_call_count: i as i64 + 1,
-                api_duration_ms: 0,
+                api_call_count: turn.api_calls,
+                api_duration_ms: (api_duration * 1000.0) as i64,
                 finish_reason,
                 usage: "{}",
+                turn_id: Some(&turn.id),
+                api_request_id: Some(&api_request_id),
+                base_url: "",
+                api_mode: "chat_completions",
+                api_duration,
+                started_at,
+                ended_at: started_at + api_duration,
+                message_count: session.history.len() as i64,
+                response_model: Some(&session.model),
+                response: &answer.response,
+                assistant_message: &answer.message,
+                assistant_content_chars: answer.content_chars,
+                assistant_tool_call_count: calls.len() as i64,
             };
             self.fire(ApiResponseEvent::HOOK, &after.fields());
             if calls.is_empty() {
@@ -589,7 +764,12 @@ impl Agent {
                         Value::Object(input),
                     );
                 }
-                let result = self.tool_call(session, call, id, turn_id);
+                let ids = CallIds {
+                    turn_id: &turn.id,
+                    api_request_id: &api_request_id,
+                    tool_call_id: id,
+                };
+                let result = self.tool_call(session, call, ids);
                 if let Some(files) = &session.files {
                     files.tool_result(id, &result);
                 }
@@ -617,6 +797,7 @@ impl Agent {
         session: &mut Session,
         user_message: &str,
         text: &str,
+        turn: &Turn,
         stop: &mut Option<Stop>,
     ) -> String {
         let mut shown = text.to_string();
@@ -645,6 +826,9 @@ impl Agent {
             conversation_history: &history,
             model: &session.model,
             platform: &session.platform,
+            task_id: &session.id,
+            turn_id: Some(&turn.id),
+            api_call_count: turn.api_calls,
         };
         // In the transcript before Stop hooks fire: they read the answer there.
         if let Some(files) = &session.files {
@@ -659,13 +843,8 @@ impl Agent {
 
     /// One tool call with its hooks: pre_tool_call, the tool, post_tool_call,
     /// transform_tool_result. Returns what the model sees.
-    fn tool_call(
-        &self,
-        session: &Session,
-        call: &ToolCall,
-        call_id: &str,
-        turn_id: &str,
-    ) -> String {
+    fn tool_call(&self, session: &Session, call: &ToolCall, ids: CallIds<'_>) -> String {
+        let call_id = ids.tool_call_id;
         let args_text = call.args.to_string();
         let verdict: ToolVerdict = match self.fire(
             PreToolCallEvent::HOOK,
@@ -675,7 +854,9 @@ impl Agent {
                 task_id: &session.id,
                 session_id: &session.id,
                 tool_call_id: call_id,
-                turn_id: Some(turn_id),
+                turn_id: Some(ids.turn_id),
+                api_request_id: Some(ids.api_request_id),
+                middleware_trace: "[]",
             }
             .fields(),
         ) {
@@ -691,12 +872,12 @@ impl Agent {
         let started = Instant::now();
         let refused = match verdict.error_result() {
             Some(blocked) => Err(blocked),
-            None => self.hook_approval(session, &call.tool, &args, permission),
+            None => self.hook_approval(session, &call.tool, &args, permission, ids),
         };
         let (result, status, error_type, error_message) = match refused {
             Err(result) => (result, "blocked", None, None),
             Ok(approved) => {
-                let result = self.run_tool(session, &call.tool, &args, approved);
+                let result = self.run_tool(session, &call.tool, &args, approved, ids);
                 let failed = serde_json::from_str::<Value>(&result)
                     .ok()
                     .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
@@ -718,6 +899,9 @@ impl Agent {
             status,
             error_type,
             error_message: error_message.as_deref(),
+            turn_id: Some(ids.turn_id),
+            api_request_id: Some(ids.api_request_id),
+            middleware_trace: "[]",
         };
         self.fire(PostToolCallEvent::HOOK, &post.fields());
         let feedback = run_control::take_feedback(&session.id, call_id);
@@ -732,6 +916,8 @@ impl Agent {
             status,
             error_type,
             error_message: error_message.as_deref(),
+            turn_id: Some(ids.turn_id),
+            api_request_id: Some(ids.api_request_id),
         };
         let mut result = self
             .fire(TransformToolResultEvent::HOOK, &transform.fields())
@@ -759,6 +945,7 @@ impl Agent {
         tool: &str,
         args: &Value,
         permission: Option<Permission>,
+        ids: CallIds<'_>,
     ) -> Result<bool, String> {
         let reason = match permission {
             None => return Ok(false),
@@ -770,7 +957,7 @@ impl Agent {
             _ => format!("{tool} {args}"),
         };
         let decide = || self.approver.decide_ask(&summary, &reason);
-        match self.approve(session, &summary, &reason, &["hook_ask"], decide) {
+        match self.approve(session, &summary, &reason, &["hook_ask"], ids, decide) {
             "deny" if self.approver.headless() => Err(tools::error(&format!(
                 "{tool} not run: a hook asked for approval ({reason}) and nobody is at a terminal to give it; \
                  pass --approvals once to approve such calls in a headless run"
@@ -793,6 +980,7 @@ impl Agent {
         command: &str,
         description: &str,
         keys: &[&str],
+        ids: CallIds<'_>,
         decide: impl FnOnce() -> &'static str,
     ) -> &'static str {
         let keys_json = json!(keys).to_string();
@@ -808,6 +996,8 @@ impl Agent {
             pattern_keys: &keys_json,
             session_key: &session_key,
             surface: self.surface,
+            turn_id: Some(ids.turn_id),
+            tool_call_id: Some(ids.tool_call_id),
         };
         self.fire(ApprovalRequestEvent::HOOK, &request.fields());
         let choice = decide();
@@ -819,6 +1009,8 @@ impl Agent {
             session_key: &session_key,
             surface: self.surface,
             choice,
+            turn_id: Some(ids.turn_id),
+            tool_call_id: Some(ids.tool_call_id),
         };
         self.fire(ApprovalResponseEvent::HOOK, &response.fields());
         choice
@@ -826,15 +1018,23 @@ impl Agent {
 
     /// Runs `tool`; `approved`: its approval is settled (a hook allowed it, or the user
     /// approved a hook's ask), so a dangerous command is not asked about again.
-    fn run_tool(&self, session: &Session, tool: &str, args: &Value, approved: bool) -> String {
+    fn run_tool(
+        &self,
+        session: &Session,
+        tool: &str,
+        args: &Value,
+        approved: bool,
+        ids: CallIds<'_>,
+    ) -> String {
         match tool {
-            "terminal" => self.terminal(session, args, approved),
+            "terminal" => self.terminal(session, args, approved, ids),
             "read_file" => tools::read_file(&session.cwd, args),
             "write_file" => tools::write_file(&session.cwd, args),
-            "delegate_task" => self.delegate(session, args),
+            "delegate_task" => self.delegate(session, args, ids.turn_id),
             "send_message" => self.send_message(args),
             other => tools::error(&format!(
-                "unknown tool '{other}' (tools: terminal, read_file, write_file, delegate_task, send_message)"
+                "unknown tool '{other}' (tools: {})",
+                tools::NAMES.join(", ")
             )),
         }
     }
@@ -875,7 +1075,13 @@ impl Agent {
         }
     }
 
-    fn terminal(&self, session: &Session, args: &Value, approved: bool) -> String {
+    fn terminal(
+        &self,
+        session: &Session,
+        args: &Value,
+        approved: bool,
+        ids: CallIds<'_>,
+    ) -> String {
         let Some(command) = args["command"].as_str() else {
             return tools::error("terminal needs a `command` argument");
         };
@@ -887,7 +1093,7 @@ impl Agent {
                     self.approver
                         .decide(&session.id, command, description, &keys)
                 };
-                let choice = self.approve(session, command, description, &keys, decide);
+                let choice = self.approve(session, command, description, &keys, ids, decide);
                 if matches!(choice, "deny" | "timeout") {
                     let why = if choice == "timeout" {
                         "the approval timed out"
@@ -933,7 +1139,7 @@ impl Agent {
     /// `delegate_task`: `{"tasks": [{"script": "child.yaml", "role": "..."}]}`. Children run
     /// concurrently; `subagent_stop` fires once per child, here on the parent, after all of
     /// them finished, in task order.
-    fn delegate(&self, session: &Session, args: &Value) -> String {
+    fn delegate(&self, session: &Session, args: &Value, parent_turn_id: &str) -> String {
         let Some(tasks) = args["tasks"].as_array().filter(|t| !t.is_empty()) else {
             return tools::error("delegate_task needs `tasks`: a list of {script, role}");
         };
@@ -1021,6 +1227,8 @@ impl Agent {
                     child_summary: &summary,
                     child_status: status,
                     duration_ms: ms as i64,
+                    parent_turn_id: Some(parent_turn_id),
+                    child_session_id: Some(&child.id),
                 };
                 self.fire(SubagentStopEvent::HOOK, &event.fields());
                 let reasons = run_control::take_continue(&session.id);

@@ -128,6 +128,16 @@ fn resolve(cwd: &Path, path: &str) -> PathBuf {
 }
 
 /// A tool error result, `{"error": "<message>"}`, with the reference's spacing.
+/// The built-in tools the scripted model is offered, in the order the error for an unknown
+/// tool lists them.
+pub const NAMES: [&str; 5] = [
+    "terminal",
+    "read_file",
+    "write_file",
+    "delegate_task",
+    "send_message",
+];
+
 pub fn error(message: &str) -> String {
     format!(
         "{{\"error\": {}}}",

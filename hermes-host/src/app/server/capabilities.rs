@@ -3,10 +3,14 @@
 //! | capability | arguments | does |
 //! |---|---|---|
 //! | `gateway.send` | `{"platform", "chat_id", "text"}` | sends `text` to every connection following that chat (kind `send`); an error when none does |
-//! | `session.append` | `{"session_key", "entry"}` | appends `entry` (a JSON object) as one line to the transcript of the chat's current session |
+//! | `session.append` | `{"session_key" \| "session_id", "entry"}` | appends `entry` (a JSON object) as one line to the transcript of the chat's current session; `{"session_id"}` |
+//! | `session.get_or_create` | `{"platform", "chat_id"}` | the chat's current session: `{"session_key", "session_id"}` |
+//! | `session.update` | `{"session_key"}` | notes activity on the chat (it ends idle later); `{"session_id"}` |
+//! | `session.load` | `{"session_id"}` | the session's transcript, a list of its entries |
 //!
-//! Both answer `{"delivered": n}` / `{"session_id": ..}` as JSON on success, and a message
-//! saying what to fix on failure. Nothing here can panic across the plugin boundary.
+//! Each answers JSON on success and a message saying what to fix on failure. A session is
+//! reached only while it is a chat's current one: a plugin cannot write or read another
+//! file. Nothing here can panic across the plugin boundary.
 //!
 //! Gateway hook handlers (native ones through `HostCalls`, `handler.py` through the
 //! worker's compatibility modules) reach the running gateway through
@@ -37,8 +41,11 @@ impl GatewayServices for Capabilities<'_> {
         match capability {
             "gateway.send" => self.send(args),
             "session.append" => self.append(args),
+            "session.get_or_create" => self.get_or_create(args),
+            "session.update" => self.update(args),
+            "session.load" => self.load(args),
             other => Err(format!(
-                "unknown capability '{other}': pre_gateway_dispatch offers gateway.send and session.append"
+                "unknown capability '{other}': pre_gateway_dispatch offers gateway.send, session.append, session.get_or_create, session.update and session.load"
             )),
         }
     }
@@ -56,15 +63,83 @@ impl Capabilities<'_> {
         self.core.send(args)
     }
 
+    /// The current session a `session_key`, or a `session_id` that is some chat's current
+    /// session, names (the reference's store takes the id; earlier plugins here the key).
+    fn session_of(&self, args: &Value, capability: &str) -> Result<String, String> {
+        if let Some(key) = args["session_key"].as_str() {
+            return self
+                .core
+                .chats
+                .session_id(key)
+                .or_else(|| self.core.chats.is_current(key).then(|| key.to_string()))
+                .ok_or_else(|| format!("{capability}: no session for key {key:?}"));
+        }
+        let id = text_arg(args, capability, "session_id")?;
+        if self.core.chats.is_current(id) {
+            Ok(id.to_string())
+        } else {
+            Err(format!(
+                "{capability}: {id:?} is not the current session of any chat here"
+            ))
+        }
+    }
+
+    /// `session_store.get_or_create_session(source)`: the chat's session. This gateway makes
+    /// a chat's session when the chat's first message arrives, so the chat of the message
+    /// being dispatched always has one.
+    fn get_or_create(&self, args: &Value) -> Result<Value, String> {
+        let platform = text_arg(args, "session.get_or_create", "platform")?;
+        let chat_id = text_arg(args, "session.get_or_create", "chat_id")?;
+        if args["force_new"].as_bool() == Some(true) {
+            return Err("session.get_or_create: force_new is not offered here; a user's /new starts a new session".into());
+        }
+        let key = session_key(platform, chat_id);
+        match self.core.chats.session_id(&key) {
+            Some(id) => Ok(json!({ "session_key": key, "session_id": id })),
+            None => Err(format!(
+                "session.get_or_create: chat {key} has no session yet; this gateway makes one when the chat's first message arrives"
+            )),
+        }
+    }
+
+    /// `session_store.update_session(key)`: the chat was active now.
+    fn update(&self, args: &Value) -> Result<Value, String> {
+        let key = text_arg(args, "session.update", "session_key")?;
+        let id = self
+            .core
+            .chats
+            .touch(key)
+            .ok_or_else(|| format!("session.update: no session for key {key:?}"))?;
+        Ok(json!({ "session_id": id }))
+    }
+
+    /// `session_store.load_transcript(session_id)`: the entries written so far.
+    fn load(&self, args: &Value) -> Result<Value, String> {
+        let id = self.session_of(args, "session.load")?;
+        let path = self
+            .core
+            .transcripts
+            .path_of(&id)
+            .map_err(|e| format!("session.load: {e}"))?;
+        let text = match hermes_host::private_file::read_regular(&path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("session.load: {}: {e}", path.display())),
+        };
+        let entries: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(Value::is_object)
+            .collect();
+        Ok(Value::Array(entries))
+    }
+
     fn append(&self, args: &Value) -> Result<Value, String> {
-        let key = text_arg(args, "session.append", "session_key")?;
         let entry = &args["entry"];
         if !entry.is_object() {
             return Err("session.append: `entry` must be a JSON object".into());
         }
-        let Some(session_id) = self.core.chats.session_id(key) else {
-            return Err(format!("session.append: no session for key {key:?}"));
-        };
+        let session_id = self.session_of(args, "session.append")?;
         self.core
             .transcripts
             .append(&session_id, entry)

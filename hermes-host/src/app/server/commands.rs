@@ -76,10 +76,11 @@ pub(crate) fn run(
 
 /// `/new` and `/reset`: finalize the old session, swap in a new one, announce the reset.
 fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
-    end_session(core, chat, live);
     let mut fresh = core.new_session(&chat.platform, &chat.chat_id);
     fresh.user_id = Some(user_id.to_string());
+    end_session(core, chat, live, "new_session", Some(&fresh.id));
     core.chats.set_session_id(&chat.key, Some(&fresh.id));
+    let old_session_id = std::mem::take(&mut live.session.id);
     *live = Live {
         session: fresh,
         started: false,
@@ -92,6 +93,9 @@ fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
     let event = SessionResetEvent {
         session_id: &live.session.id,
         platform: &chat.platform,
+        reason: "new_session",
+        old_session_id: Some(&old_session_id),
+        new_session_id: Some(&live.session.id),
     };
     core.agent().fire(SessionResetEvent::HOOK, &event.fields());
 }

@@ -45,7 +45,7 @@ pub(crate) fn run(core: &Core, chat: &Chat, job: Job, live: &mut Option<Live>, i
             let idle = core.options.idle_timeout.unwrap_or(Duration::MAX);
             let Some(current) = live.as_mut() else { return };
             if current.is_known() && idle_for >= idle {
-                end_session(core, chat, current);
+                end_session(core, chat, current, "session_expired", None);
                 let fresh = core.new_session(&chat.platform, &chat.chat_id);
                 core.chats.set_session_id(&chat.key, Some(&fresh.id));
                 *live = Some(Live::fresh(fresh));
@@ -54,7 +54,7 @@ pub(crate) fn run(core: &Core, chat: &Chat, job: Job, live: &mut Option<Live>, i
         Job::Close => {
             if let Some(current) = live.take() {
                 if current.is_known() {
-                    end_session(core, chat, &current);
+                    end_session(core, chat, &current, "shutdown", None);
                     core.chats.count_finalized();
                 }
                 core.chats.clear_session_id(&chat.key, &current.session.id);
@@ -67,7 +67,7 @@ pub(crate) fn run(core: &Core, chat: &Chat, job: Job, live: &mut Option<Live>, i
                         "gateway: ended the session of {} chat {}, the one quiet longest: {} sessions are live (gateway.max_sessions)",
                         chat.platform, chat.chat_id, core.options.limits.max_sessions
                     ));
-                    end_session(core, chat, &current);
+                    end_session(core, chat, &current, "session_evicted", None);
                 }
                 core.chats.clear_session_id(&chat.key, &current.session.id);
             }

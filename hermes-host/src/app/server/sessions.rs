@@ -175,6 +175,21 @@ impl Chats {
         };
     }
 
+    /// Whether `id` is the current session of some chat.
+    pub(crate) fn is_current(&self, id: &str) -> bool {
+        lock(&self.ids).values().any(|current| current == id)
+    }
+
+    /// Notes activity on chat `key` now (so it is the last to be evicted and ends idle
+    /// later); its session id, if the chat is known.
+    pub(crate) fn touch(&self, key: &str) -> Option<String> {
+        let id = self.session_id(key)?;
+        if let Some(chat) = lock(&self.map).get(key).cloned() {
+            lock(&chat.state).last_activity = Instant::now();
+        }
+        Some(id)
+    }
+
     /// Forgets chat `key`'s session id, if it is still `id` (a chat evicted and then written
     /// to again has a new one by then).
     pub(crate) fn clear_session_id(&self, key: &str, id: &str) {
@@ -460,8 +475,15 @@ pub(crate) fn close_all(core: &Arc<Core>, how: Close) -> Closed {
     closed
 }
 
-/// Ends `live`'s session: `session:end`, then `on_session_finalize`.
-pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
+/// Ends `live`'s session: `session:end`, then `on_session_finalize` with the reference's
+/// `reason` and, on a reset, the session that replaces it.
+pub(crate) fn end_session(
+    core: &Core,
+    chat: &Chat,
+    live: &Live,
+    reason: &str,
+    new_session_id: Option<&str>,
+) {
     core.agent().emit(
         "session:end",
         serde_json::json!({
@@ -470,5 +492,6 @@ pub(crate) fn end_session(core: &Core, chat: &Chat, live: &Live) {
             "session_key": chat.key,
         }),
     );
-    core.agent().finalize(&live.session);
+    core.agent()
+        .finalize_because(&live.session, reason, new_session_id);
 }
