@@ -65,6 +65,10 @@ pub struct LoadOptions {
     /// The directory the agent works in, when not the process's: `format: claude` shell
     /// hooks are told it (see [`ShellHookSpec::work_dir`](crate::shell::config::ShellHookSpec)).
     pub work_dir: Option<PathBuf>,
+    /// Ask the Python interpreter for its pip-installed plugins even when no enabled plugin
+    /// needs them (`hermes plugins list` shows what is installed); see
+    /// [`discover_with_pip`](crate::plugins::discover_with_pip).
+    pub list_pip_plugins: bool,
 }
 
 impl Default for LoadOptions {
@@ -78,6 +82,7 @@ impl Default for LoadOptions {
             gateway_log: None,
             gateway: GatewayOptions::default(),
             work_dir: None,
+            list_pip_plugins: false,
         }
     }
 }
@@ -236,6 +241,8 @@ impl Hooks {
                 project_dir: options.project_plugins.clone(),
                 policy: crate::trust::Policy::from_config(&config),
                 host_config: config_json.clone(),
+                entry_points: Vec::new(),
+                list_entry_points: options.list_pip_plugins,
             };
             plugins = load_all(home, &config.plugins, &discover, &mut registry);
         }
@@ -325,6 +332,22 @@ impl Hooks {
     /// through `Deref`).
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The request middleware plugins registered (see [`crate::middleware`]): a host runs
+    /// its model requests and tool calls through it.
+    ///
+    /// ```
+    /// use hermes_host::middleware::Kind;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let hooks = hermes_host::Hooks::load(&hermes_host::home::Home::at(dir.path()), &Default::default()).unwrap();
+    /// let chain = hooks.middleware();
+    /// let args = chain.rewrite(Kind::ToolRequest, serde_json::json!({"command": "ls"}), &Default::default());
+    /// let result = chain.execute(Kind::ToolExecution, args.payload, &args.original, &Default::default(), &mut |args| Ok(args));
+    /// assert_eq!(result.unwrap()["command"], "ls");
+    /// ```
+    pub fn middleware(&self) -> &crate::middleware::MiddlewareChain {
+        self.registry.middleware()
     }
 
     /// The gateway hooks, when [`LoadOptions::gateway_log`] asked for them.

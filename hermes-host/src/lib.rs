@@ -67,15 +67,18 @@
 pub use hooks::{ConsentPolicy, Hooks, HooksReport, LoadError, LoadOptions, Problem};
 pub use plugins::isolation;
 
+pub mod commands;
 pub mod config;
 pub mod config_edit;
 pub mod cpu_slots;
+pub mod dotenv;
 pub mod fatal;
 pub mod gateway;
 pub mod home;
 pub mod hooks;
 pub mod lines;
 pub mod logging;
+pub mod middleware;
 pub mod nesting;
 pub mod ownership;
 pub mod payload;
@@ -89,4 +92,5 @@ pub mod schema;
 pub mod shell;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tools;
 pub mod trust;

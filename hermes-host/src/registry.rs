@@ -216,6 +216,12 @@ pub struct Registry {
     unknown: Vec<(String, HookEntries)>,
     trace: Option<Arc<dyn TraceSink>>,
     failures: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Request middleware, in registry order (see [`crate::middleware`]).
+    middleware: crate::middleware::MiddlewareChain,
+    /// Tools plugins offer the model (see [`crate::tools`]).
+    tools: crate::tools::ToolRegistry,
+    /// Slash commands plugins add (see [`crate::commands`]).
+    commands: crate::commands::CommandRegistry,
 }
 
 /// One hook's callbacks and its combining rule.
@@ -250,6 +256,62 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()
+    }
+
+    /// The request middleware plugins registered, in registry order.
+    ///
+    /// ```
+    /// let registry = hermes_host::registry::Registry::new();
+    /// assert!(!registry.middleware().has(hermes_host::middleware::Kind::LlmRequest));
+    /// ```
+    pub fn middleware(&self) -> &crate::middleware::MiddlewareChain {
+        &self.middleware
+    }
+
+    /// The tools plugins registered.
+    pub fn tools(&self) -> &crate::tools::ToolRegistry {
+        &self.tools
+    }
+
+    /// Adds a plugin tool.
+    ///
+    /// # Errors
+    ///
+    /// Another plugin has the name (see [`ToolRegistry::add`](crate::tools::ToolRegistry::add)).
+    pub fn add_tool(
+        &mut self,
+        spec: crate::tools::ToolSpec,
+        handler: Arc<dyn crate::tools::ToolHandler>,
+    ) -> Result<(), String> {
+        self.tools.add(spec, handler)
+    }
+
+    /// The slash commands plugins registered.
+    pub fn commands(&self) -> &crate::commands::CommandRegistry {
+        &self.commands
+    }
+
+    /// Adds a plugin slash command.
+    ///
+    /// # Errors
+    ///
+    /// The name is empty or taken (see
+    /// [`CommandRegistry::add`](crate::commands::CommandRegistry::add)).
+    pub fn add_command(
+        &mut self,
+        spec: crate::commands::CommandSpec,
+        handler: Arc<dyn crate::commands::CommandHandler>,
+    ) -> Result<(), String> {
+        self.commands.add(spec, handler)
+    }
+
+    /// Adds a middleware of `kind` after those already registered.
+    pub fn add_middleware(
+        &mut self,
+        kind: crate::middleware::Kind,
+        middleware: Arc<dyn crate::middleware::Middleware>,
+    ) {
+        self.middleware.push(kind, middleware);
     }
 
     /// Appends an entry to `hook`'s list. Unknown hook names are kept (never fired unless

@@ -1260,7 +1260,7 @@ fn ctx_has_the_reference_members_only_and_hermes_modules_answer_from_this_home()
              \x20   out['kept'] = os.environ.get('PROBE_KEPT')\n\
              \x20   out['leaked'] = [k for k in os.environ if k.startswith('HERMES_HOOKS_')]\n\
              \x20   out['register_tool'] = callable(getattr(ctx, 'register_tool', None))\n\
-             \x20   ctx.register_tool('lookup', 'probe', {}, lambda args: '{}')\n\
+             \x20   ctx.register_skill('lookup', '/nowhere/SKILL.md')\n\
              \x20   ctx.register_hook('pre_tool_call', lambda **kw: None)\n\
              \x20   open(os.path.join(os.environ['HERMES_HOME'], 'probe.json'), 'w').write(json.dumps(out))\n",
         )],
@@ -1309,7 +1309,7 @@ fn ctx_has_the_reference_members_only_and_hermes_modules_answer_from_this_home()
     let warnings = list["plugins"][0]["warnings"].to_string();
     assert!(
         warnings.contains(
-            "Plugin 'prober' called ctx.register_tool(), which hermes-hooks does not offer"
+            "Plugin 'prober' called ctx.register_skill(), which hermes-hooks does not offer"
         ) && warnings.contains("ctx.llm()"),
         "{warnings}"
     );
@@ -1384,10 +1384,15 @@ fn a_gateway_handler_imports_hermes_constants_too() {
         "import sys\nfrom hermes_constants import get_hermes_home\nfrom hermes_cli.profiles import get_active_profile_name\n\
          from hermes_cli.config import load_config, cfg_get\n\
          def handle(event_type, context):\n    window = cfg_get(load_config(), 'gateway.history_window')\n\
-         \x20   (get_hermes_home() / 'seen.txt').write_text(f\"{event_type} {get_active_profile_name()} {window} {'yaml' in sys.modules}\")\n",
+         \x20   (get_hermes_home() / 'seen.txt').write_text(f\"{event_type} {get_active_profile_name()} {window} {'yaml' in sys.modules}\")\n\
+         \x20   import os\n    (get_hermes_home() / 'env.txt').write_text(os.environ.get('GATEWAY_PROBE', 'unset'))\n",
     )
     .unwrap();
     env.config("gateway:\n  history_window: 50\n");
+    // `.env` reaches handler.py as it reaches plugins (credentials of observability hooks).
+    let dotenv = env.home().join(".env");
+    std::fs::write(&dotenv, "export GATEWAY_PROBE=\"from dotenv\"\n").unwrap();
+    std::fs::set_permissions(&dotenv, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let (out, _) = env.gateway_stdin(&[json!({"chat_id": "c1", "user_id": "u1", "text": "hi"})]);
     // The config came from the host as parsed there: no YAML parser was needed (`False`).
     assert_eq!(
@@ -1395,6 +1400,10 @@ fn a_gateway_handler_imports_hermes_constants_too() {
         "agent:start custom 50 False",
         "{}",
         text(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.home().join("env.txt")).unwrap_or_default(),
+        "from dotenv"
     );
 }
 
@@ -1424,7 +1433,7 @@ fn an_import_error_or_a_raising_register_is_reported_and_other_plugins_load() {
         &[(
             "__init__.py",
             "def block(**kw):\n    return {'action': 'block', 'message': 'good'}\n\
-             def register(ctx):\n    ctx.register_tool('x', {}, None)\n    ctx.register_command('y')\n    ctx.register_hook('pre_tool_call', block)\n    ctx.register_hook('pre_tool_cal', block)\n",
+             def register(ctx):\n    ctx.register_skill('x', {}, None)\n    ctx.register_platform('y')\n    ctx.register_hook('pre_tool_call', block)\n    ctx.register_hook('pre_tool_cal', block)\n",
         )],
     );
     env.config("plugins:\n  enabled: [a-broken, b-raises, c-noreg, d-good]\n");
@@ -1463,8 +1472,8 @@ fn an_import_error_or_a_raising_register_is_reported_and_other_plugins_load() {
     assert_eq!(good["hooks"], json!(["pre_tool_call", "pre_tool_cal"]));
     assert_eq!(good["unknown_hooks"], json!(["pre_tool_cal"]));
     let warnings = good["warnings"].to_string();
-    assert!(warnings.contains("ctx.register_tool()"), "{warnings}");
-    assert!(warnings.contains("ctx.register_command()"), "{warnings}");
+    assert!(warnings.contains("ctx.register_skill()"), "{warnings}");
+    assert!(warnings.contains("ctx.register_platform()"), "{warnings}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("Plugin 'd-good' registered unknown hook 'pre_tool_cal' (valid: "),
@@ -2136,6 +2145,532 @@ def register(ctx):
     assert_eq!(
         ambient, 2,
         "the ambient messages are in the session's transcript:\n{transcript}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Middleware: ctx.register_middleware, run on the real requests of `hermes run`
+
+/// A context pruner as published: `llm_request` middleware only, keeping the last two
+/// messages. The model receives the pruned request (`echo: true` shows it), and
+/// `pre_api_request` carries the trace.
+#[test]
+fn an_llm_request_pruner_changes_what_the_model_receives_and_leaves_a_trace() {
+    let env = Env::new();
+    env.plugin(
+        "pruner",
+        "name: pruner\n",
+        &[(
+            "__init__.py",
+            r#"import json, os
+def prune(request, original_request, api_request_id, middleware_schema_version, **kw):
+    messages = request.get("messages") or []
+    if len(messages) <= 2:
+        return None
+    assert original_request["messages"] == messages, "the first middleware sees the original"
+    return {"request": dict(request, messages=messages[-2:]), "reason": "kept the last 2 of %d" % len(messages), "source": "pruner"}
+
+def seen(middleware_trace, request_messages, **kw):
+    with open(os.path.join(os.environ["HERMES_HOME"], "api.jsonl"), "a") as f:
+        f.write(json.dumps({"trace": middleware_trace, "count": len(request_messages)}) + "\n")
+
+def register(ctx):
+    ctx.register_middleware("llm_request", prune)
+    ctx.register_hook("pre_api_request", seen)
+"#,
+        )],
+    );
+    env.config("plugins:\n  enabled: [pruner]\n");
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: one\n    steps:\n      - final: first\n  - user: two\n    steps:\n      - final: second\n  - user: three\n    steps:\n      - final: third\n        echo: true\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("[the request after middleware: {")
+            && shown.contains(r#""messages":[{"role":"assistant","content":"second"},{"role":"user","content":"three"}]"#),
+        "{shown}"
+    );
+    let api = env.json_lines("api.jsonl");
+    assert_eq!(api.len(), 3, "{api:?}");
+    assert_eq!(api[0]["trace"], json!([]));
+    assert_eq!(
+        api[2]["trace"],
+        json!([{"reason": "kept the last 2 of 5", "source": "pruner"}])
+    );
+    assert_eq!(api[2]["count"], 2, "request_messages is what was sent");
+}
+
+/// `tool_request` rewrites the arguments before hooks and the tool see them;
+/// `tool_execution` wraps the run: it changes the result, answers from a cache without
+/// running the tool, and a second `next_call` is refused. While a wrapper waits for the
+/// tool, the same plugin's hooks fired by the tool (`transform_terminal_output`) answer.
+#[test]
+fn tool_middleware_rewrites_wraps_and_short_circuits_real_tool_calls() {
+    let env = Env::new();
+    env.plugin(
+        "toolmw",
+        "name: toolmw\n",
+        &[(
+            "__init__.py",
+            r#"import json, os
+OUT = os.path.join(os.environ["HERMES_HOME"], "toolmw.jsonl")
+def log(**record):
+    with open(OUT, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+def rewrite(tool_name, args, original_args, tool_call_id, **kw):
+    if tool_name == "terminal" and args.get("command") == "echo hi":
+        return {"args": dict(args, command="echo rewritten"), "name": "rewriter"}
+
+def broken(tool_name, args, **kw):
+    raise ValueError("boom")
+
+def wrap(tool_name, args, next_call, **kw):
+    command = args.get("command")
+    if command == "cached":
+        return json.dumps({"output": "from the cache", "exit_code": 0})
+    if command == "twice":
+        next_call(args)
+        return next_call(args)
+    return next_call(args).replace("rewritten", "rewritten+wrapped")
+
+def pre(tool_name, args, middleware_trace, **kw):
+    log(hook="pre_tool_call", command=args.get("command"), trace=middleware_trace)
+
+def terminal_output(command, output, **kw):
+    log(hook="transform_terminal_output", command=command)
+
+def register(ctx):
+    ctx.register_middleware("tool_request", rewrite)
+    ctx.register_middleware("tool_request", broken)
+    ctx.register_middleware("tool_execution", wrap)
+    ctx.register_middleware("tool_exec", wrap)
+    ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("transform_terminal_output", terminal_output)
+"#,
+        )],
+    );
+    env.config("plugins:\n  enabled: [toolmw]\n");
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: go\n    steps:\n      - tool: terminal\n        args: {command: echo hi}\n      - tool: terminal\n        args: {command: cached}\n      - tool: terminal\n        args: {command: twice}\n      - final: done\n        echo: true\n",
+    );
+    let out = env.run(
+        &["run", script.to_str().unwrap()],
+        &[("HERMES_LOG", "warn")],
+    );
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("rewritten+wrapped"),
+        "the wrapper changed the result: {shown}"
+    );
+    assert!(shown.contains("from the cache"), "{shown}");
+    assert!(
+        !shown.contains("cached: not found"),
+        "the cached command never ran: {shown}"
+    );
+    assert!(
+        shown.contains("called next_call() more than once"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Middleware 'tool_request' callback toolmw::broken raised: boom"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("registered unknown middleware 'tool_exec'"),
+        "{shown}"
+    );
+    let log = env.json_lines("toolmw.jsonl");
+    let pre: Vec<&Value> = log
+        .iter()
+        .filter(|r| r["hook"] == "pre_tool_call")
+        .collect();
+    assert_eq!(pre[0]["command"], "echo rewritten");
+    assert_eq!(pre[0]["trace"], json!([{"name": "rewriter"}]));
+    assert_eq!(pre[1]["trace"], json!([]));
+    let ran: Vec<&Value> = log
+        .iter()
+        .filter(|r| r["hook"] == "transform_terminal_output")
+        .map(|r| &r["command"])
+        .collect();
+    assert_eq!(
+        ran,
+        [&json!("echo rewritten"), &json!("twice")],
+        "the tool ran once per call, never for the cached one"
+    );
+}
+
+/// `llm_execution` wraps the model request: a cache answers one prompt itself, the model
+/// answers the others.
+#[test]
+fn an_llm_execution_wrapper_answers_from_its_cache_or_passes_the_request_on() {
+    let env = Env::new();
+    env.plugin(
+        "cache",
+        "name: cache\n",
+        &[(
+            "__init__.py",
+            r#"def cache(request, next_call, **kw):
+    if request["messages"][-1]["content"] == "what is cached?":
+        return {"content": "answered by the cache", "tool_calls": []}
+    response = next_call(request)
+    return dict(response, content=response["content"] + " (through the wrapper)")
+
+def register(ctx):
+    ctx.register_middleware("llm_execution", cache)
+"#,
+        )],
+    );
+    env.config("plugins:\n  enabled: [cache]\n");
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: what is cached?\n    steps:\n      - final: the model's answer\n  - user: other\n    steps:\n      - final: model two\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("assistant: answered by the cache"),
+        "{shown}"
+    );
+    assert!(!shown.contains("the model's answer"), "{shown}");
+    assert!(
+        shown.contains("assistant: model two (through the wrapper)"),
+        "{shown}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Tools and commands: ctx.register_tool, ctx.register_command
+
+const WEATHER_PLUGIN: &str = r#"import json, os
+SCHEMA = {"name": "weather", "description": "The forecast for a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+def handle(args, **kw):
+    return json.dumps({"city": args["city"], "forecast": "sunny", "has_task_id": bool(kw.get("task_id"))})
+
+def broken(args, **kw):
+    raise ValueError("no data")
+
+def guard(tool_name, args, **kw):
+    if tool_name == "weather" and args.get("city") == "Nowhere":
+        return {"action": "block", "message": "no forecast for Nowhere"}
+
+def seen(tool_name, result, status, **kw):
+    with open(os.path.join(os.environ["HERMES_HOME"], "tools.jsonl"), "a") as f:
+        f.write(json.dumps({"tool": tool_name, "status": status}) + "\n")
+
+def checked(tool_name, result, **kw):
+    if tool_name == "weather" and "sunny" in result:
+        return result + " (checked)"
+
+def register(ctx):
+    ctx.register_tool(name="weather", toolset="demo", schema=SCHEMA, handler=handle, check_fn=lambda: True, emoji="W")
+    ctx.register_tool("weather_broken", "demo", dict(SCHEMA, name="weather_broken"), broken)
+    ctx.register_tool("weather_off", "demo", dict(SCHEMA, name="weather_off"), handle, check_fn=lambda: False)
+    ctx.register_hook("pre_tool_call", guard)
+    ctx.register_hook("post_tool_call", seen)
+    ctx.register_hook("transform_tool_result", checked)
+    ctx.register_command("forecast", lambda raw: f"forecast for {raw}: sunny", description="the forecast", args_hint="<city>")
+    ctx.register_command("quiet", lambda raw: None)
+"#;
+
+/// A home with the weather plugin enabled.
+fn weather_home() -> Env {
+    let env = Env::new();
+    env.plugin(
+        "weather",
+        "name: weather\n",
+        &[("__init__.py", WEATHER_PLUGIN)],
+    );
+    env.config("plugins:\n  enabled: [weather]\n");
+    env
+}
+
+/// A plugin tool as published ones register it: the model calls it by name and it goes
+/// through `pre_tool_call` (a guard blocks it), `post_tool_call` and
+/// `transform_tool_result` like a built-in; a raising handler and an unavailable tool are
+/// error results, as in the reference's dispatch.
+#[test]
+fn a_plugin_tool_is_called_by_the_model_through_the_hooks() {
+    let env = weather_home();
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: forecast?\n    steps:\n      - tool: weather\n        args: {city: Paris}\n      - tool: weather\n        args: {city: Nowhere}\n      - tool: weather_broken\n        args: {}\n      - tool: weather_off\n        args: {}\n      - tool: nosuchtool\n        args: {}\n      - final: done\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains(
+            r#"<- {"city": "Paris", "forecast": "sunny", "has_task_id": true} (checked)"#
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(r#"<- {"error": "no forecast for Nowhere"}"#),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Tool execution failed: ValueError: no data"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Tool weather_off is not available here"),
+        "{shown}"
+    );
+    assert!(shown.contains("unknown tool 'nosuchtool' (tools: terminal, read_file, write_file, delegate_task, send_message, weather, weather_broken, weather_off)"), "{shown}");
+    let seen = env.json_lines("tools.jsonl");
+    let statuses: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|r| (r["tool"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("weather", "ok"),
+            ("weather", "blocked"),
+            ("weather_broken", "error"),
+            ("weather_off", "error"),
+            ("nosuchtool", "error")
+        ]
+    );
+    let list = text(&env.run(&["plugins", "list"], &[]));
+    assert!(
+        list.contains("tools: weather, weather_broken, weather_off"),
+        "{list}"
+    );
+    assert!(list.contains("commands: /forecast, /quiet"), "{list}");
+}
+
+/// A plugin's slash command answers in `hermes run` instead of a model turn, and behind
+/// the gateway, where it fires `command:<name>` as built-in commands do and `/help` lists
+/// it.
+#[test]
+fn a_plugin_slash_command_answers_in_hermes_run_and_behind_the_gateway() {
+    let env = weather_home();
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: /forecast Paris\n    steps: []\n  - user: hi\n    steps:\n      - final: hello\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("assistant: forecast for Paris: sunny"),
+        "{shown}"
+    );
+    assert!(shown.contains("assistant: hello"), "{shown}");
+    let hook = env.home().join("hooks/commands");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: commands\nevents: [\"command:*\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        hook.join("handler.py"),
+        "import json, os\ndef handle(event_type, context):\n    with open(os.path.join(os.environ['HERMES_HOME'], 'commands.jsonl'), 'a') as f:\n        f.write(json.dumps([event_type, context.get('args')]) + '\\n')\n",
+    )
+    .unwrap();
+    let (out, lines) = env.gateway_stdin(&[
+        json!({"chat_id": "c1", "user_id": "u1", "text": "/forecast Oslo"}),
+        json!({"chat_id": "c1", "user_id": "u1", "text": "/quiet"}),
+        json!({"chat_id": "c1", "user_id": "u1", "text": "/help"}),
+    ]);
+    let texts: Vec<&str> = lines
+        .iter()
+        .filter(|v| v["kind"] == "notice")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert_eq!(texts.len(), 2, "/quiet answers nothing: {}", text(&out));
+    assert_eq!(texts[0], "forecast for Oslo: sunny");
+    assert!(
+        texts[1].contains("/forecast <city> (the forecast)"),
+        "{}",
+        texts[1]
+    );
+    let events = env.json_lines("commands.jsonl");
+    assert!(
+        events.contains(&json!(["command:forecast", "Oslo"])),
+        "{events:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// pip-installed plugins: the `hermes_agent.plugins` entry-point group
+
+/// A virtualenv with a plugin package installed by pip from a wheel built here (a zip with
+/// its dist-info, as any build backend writes it, so neither the network nor a build
+/// backend is needed). Returns the venv's python.
+fn venv_with_pip_plugin(
+    env: &Env,
+    dist: &str,
+    module: &str,
+    entry_points: &str,
+    init_py: &str,
+) -> PathBuf {
+    let venv = env.work().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "python3 -m venv failed (on Debian, install python3-venv): {}",
+        text(&made)
+    );
+    let wheel = env
+        .work()
+        .join(format!("{}-1.0-py3-none-any.whl", dist.replace('-', "_")));
+    let info = format!("{}-1.0.dist-info", dist.replace('-', "_"));
+    let files = json!({
+        format!("{module}/__init__.py"): init_py,
+        format!("{info}/METADATA"): format!("Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n"),
+        format!("{info}/WHEEL"): "Wheel-Version: 1.0\nGenerator: hermes-hooks-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        format!("{info}/entry_points.txt"): entry_points,
+    });
+    let zip = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, zipfile\nfiles = json.loads(sys.argv[2])\nrecord = sys.argv[3] + '/RECORD'\nfiles[record] = ''.join(n + ',,\\n' for n in list(files) + [record])\nwith zipfile.ZipFile(sys.argv[1], 'w') as z:\n    [z.writestr(n, t) for n, t in files.items()]\n",
+        ])
+        .arg(&wheel)
+        .arg(files.to_string())
+        .arg(&info)
+        .output()
+        .unwrap();
+    assert!(zip.status.success(), "{}", text(&zip));
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--no-index", "--disable-pip-version-check", "-q"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "pip install: {}", text(&pip));
+    venv.join("bin/python")
+}
+
+const PIP_GUARD: &str = r#"import json, os
+
+def guard(tool_name, args, **kwargs):
+    if "rm -rf" in str(args.get("command", "")):
+        return {"action": "block", "message": "hermes-guard: no rm -rf"}
+
+def register(ctx):
+    m = ctx.manifest
+    with open(os.path.join(os.environ["HERMES_HOME"], "pip-manifest.json"), "w") as f:
+        json.dump({"name": m.name, "key": m.key, "source": m.source, "path": m.path,
+                   "version": m.version}, f)
+    ctx.register_hook("pre_tool_call", guard)
+"#;
+
+/// A plugin published on PyPI, installed with pip into the interpreter `plugins.python`
+/// names: found through the entry-point group as Hermes finds it, loaded only once
+/// `plugins.enabled` names it, listed with where it came from, and deciding.
+#[test]
+fn a_pip_installed_plugin_loads_through_its_entry_point_when_enabled() {
+    let env = Env::new();
+    let python = venv_with_pip_plugin(
+        &env,
+        "hermes-guard",
+        "hermes_guard",
+        "[hermes_agent.plugins]\nguard = hermes_guard\n",
+        PIP_GUARD,
+    );
+    let python = python.display().to_string();
+    // Installed but not enabled: listed, not loaded.
+    env.config(&format!("plugins:\n  python: {python}\n"));
+    let list = env.run(&["plugins", "list"], &[]);
+    let listed = text(&list);
+    assert!(
+        listed.contains("guard 1.0  not loaded: not enabled in config"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("from: pip package hermes-guard 1.0 (entry point hermes_guard)"),
+        "{listed}"
+    );
+    let blocked = env.fire_tool(
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
+        &[],
+    );
+    assert!(!text(&blocked).contains("no rm -rf"), "{}", text(&blocked));
+    // `plugins enable` finds it among the interpreter's packages; then it decides.
+    let enabled = env.run(&["plugins", "enable", "guard"], &[]);
+    assert!(enabled.status.success(), "{}", text(&enabled));
+    let blocked = env.fire_tool(
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
+        &[],
+    );
+    assert!(
+        text(&blocked).contains("hermes-guard: no rm -rf"),
+        "{}",
+        text(&blocked)
+    );
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.home().join("pip-manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest,
+        json!({"name": "guard", "key": "guard", "source": "entrypoint", "path": "hermes_guard", "version": "1.0"})
+    );
+    let list: Value =
+        serde_json::from_slice(&env.run(&["plugins", "list", "--json"], &[]).stdout).unwrap();
+    let guard = list["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "guard")
+        .unwrap()
+        .clone();
+    assert_eq!(guard["enabled"], true, "{list:#}");
+    assert_eq!(guard["kind"], "python");
+    assert_eq!(
+        guard["origin"],
+        "pip package hermes-guard 1.0 (entry point hermes_guard)"
+    );
+}
+
+/// A directory plugin and a pip package with the same name: the directory plugin loads
+/// (the interpreter is asked only for names no directory provides), and `plugins list`
+/// names the package it shadows.
+#[test]
+fn a_directory_plugin_wins_over_a_pip_package_of_its_name_and_list_says_so() {
+    let env = Env::new();
+    let python = venv_with_pip_plugin(
+        &env,
+        "hermes-guard",
+        "hermes_guard",
+        "[hermes_agent.plugins]\nguard = hermes_guard\n",
+        PIP_GUARD,
+    );
+    env.plugin(
+        "guard",
+        "name: guard\nversion: 0.1\n",
+        &[("__init__.py", "def register(ctx):\n    ctx.register_hook('pre_tool_call', lambda **kw: {'action': 'block', 'message': 'the directory plugin'})\n")],
+    );
+    env.config(&format!(
+        "plugins:\n  python: {}\n  enabled: [guard]\n",
+        python.display()
+    ));
+    let out = text(&env.fire_tool(
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
+        &[],
+    ));
+    assert!(out.contains("the directory plugin"), "{out}");
+    let list = text(&env.run(&["plugins", "list"], &[]));
+    assert!(
+        list.contains("pip package hermes-guard 1.0 declares plugin 'guard', which ")
+            && list.contains("the directory plugin loads: rename or remove one of them"),
+        "{list}"
     );
 }
 

@@ -69,6 +69,17 @@ pub fn load_plugins(
     Hooks::load(&settings.home, &options).context("cannot load plugins")
 }
 
+/// Plugins as `hermes plugins list` shows them: the pip-installed ones too, enabled or
+/// not.
+pub fn list_plugins(settings: &Settings) -> anyhow::Result<Hooks> {
+    let options = LoadOptions {
+        shell_hooks: false,
+        list_pip_plugins: true,
+        ..options(settings, None, None)
+    };
+    Hooks::load(&settings.home, &options).context("cannot load plugins")
+}
+
 /// Plugins and gateway hooks, for `hermes gateway emit`: a plugin's native gateway
 /// callbacks are gateway hooks too. No shell hooks (they are not gateway hooks).
 pub fn load_gateway(settings: &Settings, log: Arc<dyn GatewayLog>) -> anyhow::Result<Hooks> {

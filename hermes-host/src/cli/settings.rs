@@ -56,6 +56,8 @@ impl Settings {
                 // Hooks::load reads `hooks.strict_permissions` when it loads.
                 policy: Default::default(),
                 host_config: None,
+                entry_points: Vec::new(),
+                list_entry_points: false,
             },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
             log_file: args.log_file.clone(),

@@ -95,6 +95,8 @@ pub(crate) struct Links {
     pub log: Arc<dyn GatewayLog>,
     /// `config.yaml` as JSON, for a Python handler's `hermes_cli.config`.
     pub host_config: Option<Arc<str>>,
+    /// `$HERMES_HOME/.env`, read when the first Python handler starts.
+    pub dotenv: Arc<std::sync::OnceLock<crate::dotenv::Vars>>,
 }
 
 /// Starts loading `spec`'s handler.
@@ -114,6 +116,13 @@ pub(crate) fn start_loading(
         services: links.services.clone(),
         log: links.log.clone(),
         host_config: links.host_config.clone(),
+        dotenv: match &spec.source {
+            HandlerSource::Native(_) | HandlerSource::Executable(_) => Arc::default(),
+            HandlerSource::Python(_) => links
+                .dotenv
+                .get_or_init(|| Arc::new(crate::dotenv::read(&home.join(".env"))))
+                .clone(),
+        },
     };
     match &spec.source {
         HandlerSource::Native(library) => {

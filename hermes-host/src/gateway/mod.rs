@@ -439,6 +439,7 @@ impl GatewayHooks {
             services: services::ServiceSlot::default(),
             log: log.clone(),
             host_config: options.host_config.clone(),
+            dotenv: Default::default(),
         };
         // Start every handler first (Python workers import in parallel), then collect the
         // outcomes in directory order so the lines come out in the reference's order.

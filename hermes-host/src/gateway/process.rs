@@ -31,6 +31,9 @@ pub(crate) struct HandlerEnv {
     pub log: std::sync::Arc<dyn super::GatewayLog>,
     /// `config.yaml` as JSON, handed to a Python worker's `hermes_cli.config`.
     pub host_config: Option<std::sync::Arc<str>>,
+    /// `$HERMES_HOME/.env`, `(name, value)`, in a Python worker's environment as Hermes
+    /// loads it for its hooks (empty for other handlers).
+    pub dotenv: crate::dotenv::Vars,
 }
 
 impl HandlerEnv {

@@ -208,6 +208,7 @@ impl Worker {
         if let Some(json) = env.host_config.as_deref().filter(|j| j.len() < 100_000) {
             cmd.env("HERMES_HOOKS_CONFIG_JSON", json);
         }
+        cmd.envs(env.dotenv.iter().map(|(k, v)| (k, v)));
         let mut child = match Group::spawn(&mut cmd) {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Load::PythonMissing),

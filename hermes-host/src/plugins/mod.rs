@@ -9,6 +9,7 @@
 
 mod discover;
 mod elf;
+mod entry_points;
 pub mod isolation;
 pub mod library_file;
 mod load;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use discover::{Candidate, DiscoverOptions, Status, discover};
 pub use elf::check_elf;
+pub use entry_points::{EntryPoint, GROUP as ENTRY_POINT_GROUP};
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
 pub use manifest::{Isolation, Manifest, PluginKind, parse_size};
 pub use supervisor::{CRASH_WINDOW, DEFAULT_TIMEOUT, MAX_CRASHES};
@@ -44,12 +46,21 @@ pub struct PluginReport {
     pub kind: PluginKind,
     /// For a Python plugin, the interpreter its worker runs on.
     pub interpreter: Option<PathBuf>,
+    /// For a pip-installed plugin, where it came from: `pip package <dist> <version>
+    /// (entry point <value>)`.
+    pub origin: Option<String>,
     /// `None` when loaded; otherwise why not.
     pub error: Option<String>,
     /// Problems with its files that `hooks.strict_permissions: false` let through.
     pub warnings: Vec<String>,
     /// The plugin hooks it registered, in order.
     pub hooks: Vec<String>,
+    /// The middleware kinds it registered, one per callback, in order.
+    pub middleware: Vec<String>,
+    /// The tools it offers the model.
+    pub tools: Vec<String>,
+    /// The slash commands it added, without the slash.
+    pub commands: Vec<String>,
     /// Hook names it registered that this host does not know.
     pub unknown_hooks: Vec<String>,
     /// The interface version it was built against, when loaded.
@@ -111,6 +122,45 @@ pub struct LoadReport {
     pub gateway_handlers: Vec<GatewayHandler>,
 }
 
+/// [`discover`], with the pip-installed plugins of `interpreter` when they are wanted: when
+/// `plugins.enabled` names a plugin no directory provides, or when
+/// [`DiscoverOptions::list_entry_points`] asks. Asking costs an interpreter start, so a
+/// home whose enabled plugins are all directories never pays it. A failed scan is a warning;
+/// the directory plugins load all the same.
+pub fn discover_with_pip(
+    home: &Home,
+    config: &PluginsSection,
+    options: &DiscoverOptions,
+    interpreter: &std::path::Path,
+) -> Vec<Candidate> {
+    let found = discover(home, config, options);
+    if options.safe_mode {
+        return found;
+    }
+    let provided = |name: &String| found.iter().any(|c| c.key == *name || c.name() == name);
+    let wanted = options.list_entry_points
+        || config
+            .enabled_names()
+            .is_some_and(|names| names.iter().any(|n| !provided(n)));
+    if !wanted {
+        return found;
+    }
+    match entry_points::scan(interpreter) {
+        Ok(eps) if eps.is_empty() => found,
+        Ok(eps) => {
+            let options = DiscoverOptions {
+                entry_points: eps,
+                ..options.clone()
+            };
+            discover(home, config, &options)
+        }
+        Err(why) => {
+            tracing::warn!("{why}");
+            found
+        }
+    }
+}
+
 /// Discovers, loads and registers every enabled plugin, appending its callbacks to
 /// `registry` in load order. Warnings go to the log with the reference's texts.
 ///
@@ -132,10 +182,10 @@ pub fn load_all(
     registry: &mut Registry,
 ) -> LoadReport {
     let mut report = LoadReport::default();
-    let candidates = discover(home, config, options);
+    let interpreter = python::interpreter(config);
+    let candidates = discover_with_pip(home, config, options, &interpreter);
     // Every Python worker starts now, before any waits for its hello, so their interpreters
     // start in parallel; each is then taken up at its plugin's place in the order.
-    let interpreter = python::interpreter(config);
     // `.env` is read (and judged) only when a Python plugin will start.
     let mut context = None;
     let mut launching: Vec<Option<python::Launching>> = candidates
@@ -145,7 +195,15 @@ pub fn load_all(
                 let context = context.get_or_insert_with(|| {
                     python::WorkerContext::new(home.root(), options.host_config.clone())
                 });
-                Some(python::launch(m, &c.key, &c.dir, &interpreter, context))
+                let entry_point = c.entry_point.as_ref();
+                Some(python::launch(
+                    m,
+                    &c.key,
+                    &c.dir,
+                    entry_point,
+                    &interpreter,
+                    context,
+                ))
             }
             _ => None,
         })
@@ -171,9 +229,13 @@ pub fn load_all(
                 .as_ref()
                 .map_or(PluginKind::Native, |m| m.kind),
             interpreter: None,
+            origin: candidate.entry_point.as_ref().map(EntryPoint::origin),
             warnings: candidate.warnings.clone(),
             error: None,
             hooks: Vec::new(),
+            middleware: Vec::new(),
+            tools: Vec::new(),
+            commands: Vec::new(),
             unknown_hooks: Vec::new(),
             abi_version: None,
             build_profile: None,
@@ -339,7 +401,11 @@ fn load_python(
     };
     // A plugin that failed before registering anything has nothing to run: its worker
     // goes (when `plugin` is dropped) rather than idling for the rest of the run.
-    if hello.error.is_none() || !hello.callbacks.is_empty() {
+    let offers = !hello.callbacks.is_empty()
+        || !hello.middleware.is_empty()
+        || !hello.tools.is_empty()
+        || !hello.commands.is_empty();
+    if hello.error.is_none() || offers {
         entry.worker_pid = SupervisedWorker::status(&*plugin).0;
         entry.worker = Some(plugin.clone());
     }
@@ -359,6 +425,60 @@ fn load_python(
             entry.unknown_hooks.push(hook.clone());
         }
         entry.hooks.push(hook.clone());
+    }
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_string();
+    for tool in &hello.tools {
+        let spec = crate::tools::ToolSpec {
+            name: text(tool, "name"),
+            toolset: text(tool, "toolset"),
+            schema: tool["schema"].clone(),
+            description: text(tool, "description"),
+            source: manifest.name.clone(),
+        };
+        let name = spec.name.clone();
+        let handler = std::sync::Arc::new(python::ToolGroup {
+            plugin: plugin.clone(),
+        });
+        match registry.add_tool(spec, handler) {
+            Ok(()) => entry.tools.push(name),
+            Err(why) => tracing::warn!("{why}"),
+        }
+    }
+    for command in &hello.commands {
+        let spec = crate::commands::CommandSpec {
+            name: crate::commands::normalize(&text(command, "name")),
+            description: text(command, "description"),
+            args_hint: text(command, "args_hint"),
+            source: manifest.name.clone(),
+        };
+        let name = spec.name.clone();
+        let handler = std::sync::Arc::new(python::CommandGroup {
+            plugin: plugin.clone(),
+        });
+        match registry.add_command(spec, handler) {
+            Ok(()) => entry.commands.push(name),
+            Err(why) => tracing::warn!("{why}"),
+        }
+    }
+    // Middleware: one link per kind, holding all of the plugin's callbacks of that kind.
+    let mut kinds: Vec<(crate::middleware::Kind, Vec<String>)> = Vec::new();
+    for (kind, callback) in &hello.middleware {
+        let Some(kind) = crate::middleware::Kind::parse(kind).filter(|k| k.name() == kind) else {
+            continue; // warned about in the worker, kept there, never run: as the reference
+        };
+        let label = format!("{}::{callback}", manifest.name);
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, labels)) => labels.push(label),
+            None => kinds.push((kind, vec![label])),
+        }
+        entry.middleware.push(kind.name().to_string());
+    }
+    for (kind, labels) in kinds {
+        let group = python::MiddlewareGroup {
+            plugin: plugin.clone(),
+            label: labels.join(", "),
+        };
+        registry.add_middleware(kind, std::sync::Arc::new(group));
     }
     for (hook, labels) in hooks {
         let group = python::HookGroup {

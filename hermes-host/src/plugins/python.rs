@@ -66,60 +66,9 @@ impl WorkerContext {
         WorkerContext {
             home: home.to_path_buf(),
             config_json,
-            dotenv: Arc::new(dotenv(&home.join(".env"))),
+            dotenv: Arc::new(crate::dotenv::read(&home.join(".env"))),
         }
     }
-}
-
-/// The variables of a `.env` file as Hermes reads them (python-dotenv's rules, for the
-/// shapes people write): `NAME=value`, `export NAME=value`, quoted values, `#` comments.
-/// Names a process already has are left out: the host's environment wins.
-pub fn dotenv(path: &Path) -> Vec<(String, String)> {
-    let Ok(bytes) = crate::private_file::read_regular(path) else {
-        return Vec::new();
-    };
-    if let Some(finding) = crate::ownership::inspect(path, crate::ownership::Role::Config) {
-        tracing::warn!(
-            "{}: not loaded for plugins: it {}; run `{}`",
-            path.display(),
-            finding.condition(),
-            finding.fix()
-        );
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
-        let Some((name, value)) = line.split_once('=') else {
-            continue;
-        };
-        let name = name.trim();
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid || std::env::var_os(name).is_some() {
-            continue;
-        }
-        let value = value.trim();
-        let value = if let Some(inner) = value.strip_prefix('"').and_then(|v| v.rsplit_once('"')) {
-            inner.0.replace("\\n", "\n").replace("\\\"", "\"")
-        } else if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.rsplit_once('\'')) {
-            inner.0.to_string()
-        } else {
-            value
-                .split(" #")
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string()
-        };
-        out.push((name.to_string(), value));
-    }
-    out
 }
 
 /// How long a worker has to import the plugin, run `register` and say hello.
@@ -172,6 +121,9 @@ struct Launch {
     dir: PathBuf,
     key: String,
     name: String,
+    /// For a pip-installed plugin, its entry point's name: the worker loads it with
+    /// `ep.load()` instead of importing `dir/__init__.py`.
+    entry_point: Option<String>,
     /// plugin.yaml as JSON, for `ctx.manifest`.
     manifest_json: String,
     context: WorkerContext,
@@ -214,6 +166,12 @@ impl supervisor::Worker for Worker {
 /// What a worker said once it had imported the plugin and run `register`.
 #[derive(Debug, Default)]
 pub struct Hello {
+    /// The tools it registered: `{"name", "toolset", "schema", "description"}`.
+    pub tools: Vec<Value>,
+    /// The slash commands it registered: `{"name", "description", "args_hint"}`.
+    pub commands: Vec<Value>,
+    /// `(middleware kind, callback name)` in registration order.
+    pub middleware: Vec<(String, String)>,
     /// `(hook, callback name)` in registration order.
     pub callbacks: Vec<(String, String)>,
     /// Calls to `ctx` methods this host does not offer, one line each.
@@ -230,25 +188,31 @@ pub struct Launching {
     worker: Result<Worker, String>,
 }
 
-/// Starts the worker of the Python plugin in `dir` (key `key` under `plugins/`), with
-/// `interpreter`. Returns at once; [`Launching::finish`] waits for its hello.
+/// Starts the worker of the Python plugin in `dir` (key `key` under `plugins/`), or of the
+/// pip-installed plugin `entry_point`, with `interpreter`. Returns at once;
+/// [`Launching::finish`] waits for its hello.
 pub fn launch(
     manifest: &Manifest,
     key: &str,
     dir: &Path,
+    entry_point: Option<&super::EntryPoint>,
     interpreter: &Path,
     context: &WorkerContext,
 ) -> Launching {
-    let manifest_json = super::manifest::manifest_path(dir)
-        .and_then(|p| crate::private_file::read_regular(&p).ok())
-        .and_then(|bytes| yaml_serde::from_slice::<serde_json::Value>(&bytes).ok())
-        .map(|v| v.to_string())
-        .unwrap_or_else(|| "{}".into());
+    let manifest_json = match entry_point {
+        Some(ep) => serde_json::json!({ "name": ep.name, "version": ep.version }).to_string(),
+        None => super::manifest::manifest_path(dir)
+            .and_then(|p| crate::private_file::read_regular(&p).ok())
+            .and_then(|bytes| yaml_serde::from_slice::<serde_json::Value>(&bytes).ok())
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "{}".into()),
+    };
     let launch = Launch {
         interpreter: interpreter.to_path_buf(),
         dir: dir.to_path_buf(),
         key: key.to_string(),
         name: manifest.name.clone(),
+        entry_point: entry_point.map(|ep| ep.name.clone()),
         manifest_json,
         context: context.clone(),
     };
@@ -305,6 +269,7 @@ impl Launch {
             .arg(&self.key)
             .arg(&self.name)
             .arg(python_level().to_string())
+            .arg(self.entry_point.as_deref().unwrap_or_default())
             .env("HERMES_HOME", &self.context.home)
             .env("HERMES_HOOKS_MANIFEST_JSON", &self.manifest_json)
             .envs(self.context.dotenv.iter().map(|(k, v)| (k, v)))
@@ -448,6 +413,9 @@ impl Worker {
             };
             Ok(Hello {
                 callbacks: pairs(&hello["hooks"]),
+                middleware: pairs(&hello["middleware"]),
+                tools: hello["tools"].as_array().cloned().unwrap_or_default(),
+                commands: hello["commands"].as_array().cloned().unwrap_or_default(),
                 warnings: hello["warnings"]
                     .as_array()
                     .map(|w| {
@@ -520,6 +488,23 @@ impl PythonPlugin {
         &self.launch.interpreter
     }
 
+    /// One request to the worker other than a firing (middleware, a tool, a command; see
+    /// `python_driver.py`), supervised as a firing is: a crash or a hang is named and the
+    /// worker restarted. `what` and `label` name it in those messages.
+    fn request(&self, what: &str, label: &str, message: &Value) -> Result<Value, String> {
+        let timeout = self.supervisor.timeout;
+        let spawn = || {
+            let mut worker = self.launch.spawn()?;
+            worker.hello(&self.launch)?;
+            Ok(worker)
+        };
+        self.supervisor
+            .exchange(what, label, spawn, |worker| {
+                converse(worker, message, timeout, None)
+            })
+            .map_err(|NoAnswer(why)| why)
+    }
+
     /// Fires `hook` in the worker: every callback of the plugin for it, in one round trip.
     /// `count` answers, whatever happens; `label` names the callbacks in messages.
     fn fire(&self, view: &EventView<'_>, count: usize, label: &str) -> Vec<HookResult> {
@@ -571,11 +556,28 @@ fn exchange(
     view: &EventView<'_>,
     timeout: Duration,
 ) -> Result<Vec<Value>, String> {
-    let deadline = Instant::now() + timeout;
     let message = serde_json::json!({ "fire": view.hook.as_str(), "kw": kwargs(view) });
-    worker.send(&message)?;
+    let mut answer = converse(worker, &message, timeout, Some(view))?;
+    match answer.get_mut("answers").map(Value::take) {
+        Some(Value::Array(answers)) => Ok(answers),
+        Some(_) => Err("sent answers that are not a list".into()),
+        None => Err("sent a line that is neither answers nor a call".into()),
+    }
+}
+
+/// Sends `message`, answers the worker's calls (its own settings, and during a firing the
+/// capabilities `view` offers) until it says anything else, and returns that. An error is
+/// a crash (see [`Supervisor::exchange`]).
+fn converse(
+    worker: &mut Worker,
+    message: &Value,
+    timeout: Duration,
+    view: Option<&EventView<'_>>,
+) -> Result<Value, String> {
+    let deadline = Instant::now() + timeout;
+    worker.send(message)?;
     loop {
-        let mut message = match worker.read(deadline) {
+        let message = match worker.read(deadline) {
             Ok(message) => message,
             Err(why) if why == "timed out" => {
                 return Err(format!("killed after timeout {}", seconds(timeout)));
@@ -583,30 +585,31 @@ fn exchange(
             Err(why) if why.starts_with("sent") => return Err(why),
             Err(why) => return Err(format!("its worker {why}")),
         };
-        if let Some(answers) = message.get_mut("answers") {
-            return match answers.take() {
-                Value::Array(answers) => Ok(answers),
-                _ => Err("sent answers that are not a list".into()),
-            };
-        }
         let Some(capability) = message.get("call").and_then(Value::as_str) else {
-            return Err("sent a line that is neither answers nor a call".into());
+            return Ok(message);
         };
         if let Some(reply) = worker.own_call(capability, &message["args"]) {
             worker.send(&reply)?;
             continue;
         }
-        let args = message
-            .get("args")
-            .map(Value::to_string)
-            .unwrap_or_default();
-        let reply = match view.host.call(capability.into(), args.as_str().into()) {
-            RResult::ROk(answer) => {
-                let answer = serde_json::from_str::<Value>(answer.as_str())
-                    .unwrap_or_else(|_| Value::String(answer.into_string()));
-                serde_json::json!({ "ok": answer })
+        let reply = match view {
+            Some(view) => {
+                let args = message
+                    .get("args")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                match view.host.call(capability.into(), args.as_str().into()) {
+                    RResult::ROk(answer) => {
+                        let answer = serde_json::from_str::<Value>(answer.as_str())
+                            .unwrap_or_else(|_| Value::String(answer.into_string()));
+                        serde_json::json!({ "ok": answer })
+                    }
+                    RResult::RErr(error) => serde_json::json!({ "error": error.as_str() }),
+                }
             }
-            RResult::RErr(error) => serde_json::json!({ "error": error.as_str() }),
+            None => serde_json::json!({
+                "error": format!("{capability} is not offered to middleware here")
+            }),
         };
         worker.send(&reply)?;
     }
@@ -775,6 +778,160 @@ pub struct HookGroup {
     pub count: usize,
     /// `plugin::first_callback`, for messages about the worker.
     pub label: String,
+}
+
+/// A Python plugin's middleware of one kind: all its callbacks of that kind, run by its
+/// worker in registration order, as one link of the [`MiddlewareChain`](crate::middleware::MiddlewareChain).
+pub struct MiddlewareGroup {
+    /// The plugin.
+    pub plugin: Arc<PythonPlugin>,
+    /// `plugin::callback, ...`, for messages.
+    pub label: String,
+}
+
+impl crate::middleware::Middleware for MiddlewareGroup {
+    fn source(&self) -> &str {
+        self.plugin.name()
+    }
+
+    fn rewrite(
+        &self,
+        kind: crate::middleware::Kind,
+        payload: Value,
+        original: &Value,
+        context: &Map<String, Value>,
+    ) -> crate::middleware::Rewrite {
+        let kw = crate::middleware::callback_kwargs(kind, &payload, original, context);
+        let message = serde_json::json!({ "middleware": kind.name(), "kw": kw });
+        match self.plugin.request(kind.name(), &self.label, &message) {
+            Ok(mut answer) => {
+                let mut rewritten = answer["rewritten"].take();
+                let strings = |v: &Value| -> Vec<String> {
+                    v.as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                crate::middleware::Rewrite {
+                    payload: rewritten["payload"].take(),
+                    trace: rewritten["trace"].as_array().cloned().unwrap_or_default(),
+                    failures: strings(&rewritten["failures"]),
+                }
+            }
+            Err(why) => crate::middleware::Rewrite {
+                payload,
+                trace: Vec::new(),
+                failures: vec![format!(
+                    "Middleware '{}' callback {} raised: {why}",
+                    kind.name(),
+                    self.label
+                )],
+            },
+        }
+    }
+
+    fn execute(
+        &self,
+        kind: crate::middleware::Kind,
+        payload: Value,
+        original: &Value,
+        context: &Map<String, Value>,
+        next: &mut crate::middleware::Next<'_>,
+    ) -> Result<Value, String> {
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let kw = crate::middleware::callback_kwargs(kind, &payload, original, context);
+        let start = serde_json::json!({ "middleware": kind.name(), "kw": kw, "id": id });
+        let mut answer = self.plugin.request(kind.name(), &self.label, &start);
+        // What the rest of the chain answered, once the plugin's wrappers passed it on.
+        let mut downstream: Option<Result<Value, String>> = None;
+        loop {
+            let message = match answer {
+                Ok(message) => message,
+                Err(why) => {
+                    // The worker failed: the wrapper is passed over, as the reference
+                    // passes over a callback that raised.
+                    tracing::warn!(
+                        "Middleware '{}' callback {} raised: {why}",
+                        kind.name(),
+                        self.label
+                    );
+                    return match downstream {
+                        Some(result) => result,
+                        None => next(payload),
+                    };
+                }
+            };
+            if let Some(passed) = message.get("next") {
+                if downstream.is_some() {
+                    return Err(format!(
+                        "plugin '{}' asked for next_call twice",
+                        self.plugin.name()
+                    ));
+                }
+                let result = next(passed.clone());
+                let resume = match &result {
+                    Ok(value) => serde_json::json!({ "resume": id, "ok": value }),
+                    Err(error) => serde_json::json!({ "resume": id, "error": error }),
+                };
+                downstream = Some(result);
+                answer = self.plugin.request(kind.name(), &self.label, &resume);
+                continue;
+            }
+            if let Some(error) = message.get("error").and_then(Value::as_str) {
+                return Err(error.to_string());
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+}
+
+/// A Python plugin's tools, run by its worker.
+pub struct ToolGroup {
+    /// The plugin.
+    pub plugin: Arc<PythonPlugin>,
+}
+
+impl crate::tools::ToolHandler for ToolGroup {
+    fn call(&self, name: &str, args: &Value, context: &Map<String, Value>) -> String {
+        let message = serde_json::json!({ "tool": name, "args": args, "kw": context });
+        let label = format!("{}::{name}", self.plugin.name());
+        match self.plugin.request(name, &label, &message) {
+            Ok(answer) => match answer.get("tool_result") {
+                Some(Value::String(result)) => result.clone(),
+                _ => serde_json::json!({ "error": format!("plugin '{}' answered tool {name} with no result", self.plugin.name()) }).to_string(),
+            },
+            Err(why) => serde_json::json!({
+                "error": format!("Tool execution failed: plugin '{}': {why}", self.plugin.name())
+            })
+            .to_string(),
+        }
+    }
+}
+
+/// A Python plugin's slash commands, run by its worker.
+pub struct CommandGroup {
+    /// The plugin.
+    pub plugin: Arc<PythonPlugin>,
+}
+
+impl crate::commands::CommandHandler for CommandGroup {
+    fn run(&self, name: &str, raw_args: &str) -> Result<Option<String>, String> {
+        let message = serde_json::json!({ "command": name, "raw_args": raw_args });
+        let label = format!("{}::/{name}", self.plugin.name());
+        let answer = self.plugin.request(&format!("/{name}"), &label, &message)?;
+        if let Some(error) = answer.get("error").and_then(Value::as_str) {
+            return Err(error.to_string());
+        }
+        Ok(answer
+            .get("command_result")
+            .and_then(Value::as_str)
+            .map(str::to_string))
+    }
 }
 
 impl ExternalGroup for HookGroup {

@@ -1,9 +1,12 @@
 # The worker of one Hermes Python plugin (hermes-host, src/plugins/python_driver.py).
 #
-# Started as `python3 -I -B -c <this file> <plugin dir> <key> <name> <log level>` by the host,
-# which supervises it (src/plugins/python.rs). It imports the plugin's `__init__.py` as the
-# package `hermes_plugins.<key>` (as the reference does, so relative imports and sibling
-# modules work), calls `register(ctx)`, and then runs the plugin's callbacks for the host.
+# Started as `python3 -I -B -c <this file> <plugin dir> <key> <name> <log level> <entry point>`
+# by the host, which supervises it (src/plugins/python.rs). It imports the plugin's
+# `__init__.py` as the package `hermes_plugins.<key>` (as the reference does, so relative
+# imports and sibling modules work), or, for a pip-installed plugin (a non-empty entry point
+# name), loads its entry point of the `hermes_agent.plugins` group as the reference's
+# `_load_entrypoint_module` does; then calls `register(ctx)`, and runs the plugin's callbacks
+# for the host.
 #
 # Channels:
 #   fd 3     the protocol, a socket: JSON lines both ways, nothing else ever written to it.
@@ -126,10 +129,7 @@ class PluginManifest:
 
 # What each member this host lacks does here instead, said once per plugin and member.
 _NOT_HERE = {
-    "register_tool": "plugin tools are not offered to the model here yet",
-    "register_command": "plugin slash commands are not run here yet",
     "register_cli_command": "hermes here has no plugin CLI commands",
-    "register_middleware": "request middleware is not run here yet",
     "register_system_prompt_section": "the scripted model here has no system prompt sections yet",
     "dispatch_tool": "plugin tools cannot be dispatched here yet; it returns an error result",
     "inject_message": "messages cannot be injected here; it returns False",
@@ -314,6 +314,9 @@ class PluginContext:
         self._name = name
         self._key = key
         self._hooks = []
+        self._middleware = []
+        self._tools = {}
+        self._commands = {}
         self._warned = set()
         self._hello_sent = False
         self._unload = []
@@ -325,8 +328,12 @@ class PluginContext:
         if member in self._warned:
             return
         self._warned.add(member)
-        line = (f"Plugin '{self._name}' called ctx.{member}(), which hermes-hooks does not offer: "
-                f"{_NOT_HERE[member]} (its hooks still load)")
+        self._warn(f"Plugin '{self._name}' called ctx.{member}(), which hermes-hooks does not offer: "
+                   f"{_NOT_HERE[member]} (its hooks still load)")
+
+    def _warn(self, line):
+        # Before the hello, warnings travel in it (the host logs them with the plugin's
+        # report); after it, they are log records.
         if self._hello_sent:
             logging.getLogger("hermes").warning(line)
         else:
@@ -347,6 +354,40 @@ class PluginContext:
 
     def register_hook(self, hook_name, callback):
         self._hooks.append((hook_name, callback))
+
+    def register_tool(self, name, toolset, schema, handler, check_fn=None, requires_env=None,
+                      is_async=False, description="", emoji="", override=False):
+        """The reference's: the model may call the tool by `name`; `handler(args, **kw)`
+        answers its result text."""
+        if name in self._tools:
+            logging.getLogger("hermes").warning(
+                "Plugin %s tried to shadow global tool %s without override=True", self.manifest.name, name)
+            return None
+        self._tools[name] = {"handler": handler, "check_fn": check_fn, "is_async": is_async,
+                             "requires_env": list(requires_env or []),
+                             "spec": {"name": name, "toolset": toolset,
+                                      "schema": schema if isinstance(schema, dict) else {},
+                                      "description": description or (schema or {}).get("description", "")
+                                      if isinstance(schema, dict) else description}}
+        return None
+
+    def register_command(self, name, handler, description="", args_hint=""):
+        """The reference's: `/name args` in a user message runs `handler(raw_args)`."""
+        clean = str(name).lower().strip().lstrip("/").replace(" ", "-")
+        if not clean:
+            logging.getLogger("hermes").warning(
+                "Plugin '%s' tried to register a command with an empty name.", self.manifest.name)
+            return
+        self._commands[clean] = {"handler": handler, "spec": {
+            "name": clean, "description": description or "Plugin command",
+            "args_hint": (args_hint or "").strip()}}
+
+    def register_middleware(self, kind, callback):
+        """The reference's: an unknown kind is warned about and kept (it never runs)."""
+        if kind not in _MIDDLEWARE_KINDS:
+            self._warn(f"Plugin '{self.manifest.name}' registered unknown middleware '{kind}' "
+                       f"(valid: {', '.join(sorted(_MIDDLEWARE_KINDS))})")
+        self._middleware.append((kind, callback))
 
     def has_plugin(self, plugin_id):
         from hermes_cli.config import load_config
@@ -645,6 +686,206 @@ def _kwargs(hook, kw):
     return kw
 
 
+# --- middleware (the reference's hermes_cli/middleware.py contract) ---
+#
+#   host:   {"middleware": "<kind>", "kw": {...}}           a request rewrite
+#   worker: {"rewritten": {"payload", "trace", "failures"}}
+#   host:   {"middleware": "<kind>", "kw": {...}, "id": n}  an execution wrapper
+#   worker: {"next": <payload>, "id": n}                    the chain reached its end: the host
+#                                                           runs the rest, then
+#   host:   {"resume": n, "ok": <result>} | {"resume": n, "error": "..."}
+#   worker: {"result": <value>} | {"error": "..."}          once the wrappers are done
+# A wrapper chain runs on a thread of its own, so that while the host runs the tool or the
+# model request (which may fire this plugin's hooks) the main loop answers them.
+
+# The plugin's name, for messages: `<plugin>::<callback>`, as hooks' warnings name them.
+_PLUGIN = ""
+
+_MIDDLEWARE_KINDS = frozenset({"tool_request", "tool_execution", "llm_request", "llm_execution"})
+
+
+def _payload_key(kind):
+    return "request" if kind.startswith("llm") else "args"
+
+
+def _trace_entry(result):
+    entry = {k: result[k] for k in ("source", "reason", "name")
+             if isinstance(result.get(k), str) and result.get(k)}
+    return entry or {"source": "plugin"}
+
+
+def _rewrite(callbacks, kind, kw):
+    import copy
+    key = _payload_key(kind)
+    original, current = kw.get("original_" + key), kw.get(key)
+    trace, failures = [], []
+    for callback in callbacks:
+        kwargs = dict(kw)
+        kwargs[key], kwargs["original_" + key] = copy.deepcopy(current), copy.deepcopy(original)
+        try:
+            result = callback(**kwargs)
+            if hasattr(result, "__await__"):
+                result = _await(result)
+        except Exception as e:
+            failures.append(f"Middleware '{kind}' callback {_PLUGIN}::{_callback_name(callback)} raised: {e}")
+            continue
+        if isinstance(result, dict) and isinstance(result.get(key), dict):
+            current = result[key]
+            trace.append(_trace_entry(result))
+    return {"payload": current, "trace": trace, "failures": failures}
+
+
+class _Downstream(Exception):
+    def __init__(self, original):
+        super().__init__(str(original))
+        self.original = original
+
+
+class _Execution:
+    """One wrapper chain of this plugin, run on its own thread (see above)."""
+
+    def __init__(self, callbacks, kind, kw, ident):
+        import queue
+        import threading
+        self.callbacks, self.kind, self.kw, self.id = callbacks, kind, kw, ident
+        self.outbox = queue.Queue()   # what the thread says to the main loop
+        self.inbox = queue.Queue()    # the host's answer to its `next`
+        self.thread = threading.Thread(target=self._run, name=f"hermes-middleware-{ident}", daemon=True)
+        self.thread.start()
+
+    def _downstream(self, payload):
+        self.outbox.put({"next": payload, "id": self.id})
+        answer = self.inbox.get()
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer.get("ok")
+
+    def _call_at(self, index, payload):
+        if index >= len(self.callbacks):
+            return self._downstream(payload)
+        callback = self.callbacks[index]
+        name = f"{_PLUGIN}::{_callback_name(callback)}"
+        state = {"called": False, "ok": False, "result": None}
+
+        def next_call(next_payload=None):
+            if state["called"]:
+                raise RuntimeError(f"Middleware '{self.kind}' callback {name} called next_call() more "
+                                   "than once; downstream execution is single-use")
+            state["called"] = True
+            try:
+                result = self._call_at(index + 1, payload if next_payload is None else next_payload)
+            except Exception as exc:
+                raise _Downstream(exc) from exc
+            state["ok"], state["result"] = True, result
+            return result
+
+        kwargs = dict(self.kw)
+        kwargs[_payload_key(self.kind)] = payload
+        kwargs["next_call"] = next_call
+        try:
+            result = callback(**kwargs)
+            if hasattr(result, "__await__"):
+                import asyncio
+                result = asyncio.run(result)
+            return result
+        except _Downstream as exc:
+            raise exc.original
+        except Exception as exc:
+            logging.getLogger("hermes").warning("Middleware '%s' callback %s raised: %s", self.kind, name, exc)
+            if state["ok"]:
+                return state["result"]
+            if state["called"]:
+                raise
+            return self._call_at(index + 1, payload)
+
+    def _run(self):
+        try:
+            result = self._call_at(0, self.kw.get(_payload_key(self.kind)))
+            json.dumps(result)
+            self.outbox.put({"result": result})
+        except Exception as e:
+            self.outbox.put({"error": str(e) or type(e).__name__})
+
+
+_EXECUTIONS = {}
+
+
+def _middleware_message(message, by_kind):
+    """Answers a middleware message of the host (see above)."""
+    if "resume" in message:
+        execution = _EXECUTIONS.get(message["resume"])
+        if execution is None:
+            return {"error": "this worker has no such middleware run (it was restarted)"}
+        execution.inbox.put(message)
+        return _outcome(execution)
+    kind = message.get("middleware")
+    callbacks = by_kind.get(kind, ())
+    kw = message.get("kw") or {}
+    if kind in ("tool_request", "llm_request"):
+        return {"rewritten": _rewrite(callbacks, kind, kw)}
+    execution = _Execution(callbacks, kind, kw, message.get("id"))
+    _EXECUTIONS[execution.id] = execution
+    return _outcome(execution)
+
+
+def _outcome(execution):
+    said = execution.outbox.get()
+    if "next" not in said:
+        _EXECUTIONS.pop(execution.id, None)
+    return said
+
+
+# --- plugin tools and commands ---
+#   host:   {"tool": "<name>", "args": {...}, "kw": {...}}   worker: {"tool_result": "<text>"}
+#   host:   {"command": "<name>", "raw_args": "..."}          worker: {"command_result": str|null}
+#                                                              or {"error": "..."}
+
+def _run_tool(tools, message):
+    name = message.get("tool")
+    entry = tools.get(name)
+    if entry is None:
+        return {"tool_result": json.dumps({"error": f"Unknown tool: {name}"})}
+    missing = [v for v in entry["requires_env"] if not os.environ.get(v)]
+    check = entry["check_fn"]
+    try:
+        available = not missing and (check is None or bool(check()))
+    except Exception as e:
+        available = False
+        missing = [f"its check_fn raised {type(e).__name__}: {e}"]
+    if not available:
+        why = f" (missing: {', '.join(missing)})" if missing else ""
+        return {"tool_result": json.dumps({"error": f"Tool {name} is not available here{why}"})}
+    args = message.get("args") if isinstance(message.get("args"), dict) else {}
+    try:
+        result = entry["handler"](args, **(message.get("kw") or {}))
+        if hasattr(result, "__await__"):
+            result = _await(result)
+    except Exception as e:
+        logging.getLogger("hermes").error("Tool %s dispatch error: %s", name, e)
+        return {"tool_result": json.dumps({"error": f"Tool execution failed: {type(e).__name__}: {e}"})}
+    if isinstance(result, str):
+        return {"tool_result": result}
+    if isinstance(result, dict) and result.get("_multimodal") is True and isinstance(result.get("content"), list):
+        return {"tool_result": json.dumps(result, ensure_ascii=False)}
+    logging.getLogger("hermes").error("Tool %s handler returned unsupported result type: %s", name, type(result).__name__)
+    return {"tool_result": json.dumps({
+        "error": f"Tool handler returned unsupported result type: {type(result).__name__}",
+        "error_type": "tool_result_contract"})}
+
+
+def _run_command(commands, message):
+    entry = commands.get(message.get("command"))
+    if entry is None:
+        return {"error": f"no command /{message.get('command')}"}
+    try:
+        result = entry["handler"](str(message.get("raw_args") or ""))
+        if hasattr(result, "__await__"):
+            result = _await(result)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"command_result": None if result is None else str(result)}
+
+
 # --- return values, by the reference's rules ---
 
 def _reply(hook, value):
@@ -738,6 +979,24 @@ def _load(plugin_dir, key, name):
     return module
 
 
+_ENTRY_POINT_GROUP = "hermes_agent.plugins"
+
+
+def _entry_point(name):
+    import importlib.metadata
+    eps = importlib.metadata.entry_points()
+    if hasattr(eps, "select"):
+        found = eps.select(group=_ENTRY_POINT_GROUP)
+    elif isinstance(eps, dict):
+        found = eps.get(_ENTRY_POINT_GROUP, [])
+    else:
+        found = [ep for ep in eps if ep.group == _ENTRY_POINT_GROUP]
+    for ep in found:
+        if ep.name == name:
+            return ep
+    raise ImportError(f"Entry point '{name}' not found in group '{_ENTRY_POINT_GROUP}'")
+
+
 def _honour_pythonpath():
     # -I ignores PYTHONPATH. Its absolute entries are the operator's own choice and go first,
     # as Python would put them; an empty or relative entry would mean the launch directory.
@@ -746,12 +1005,15 @@ def _honour_pythonpath():
 
 
 def main():
-    global _PROTOCOL
+    global _PROTOCOL, _PLUGIN
     plugin_dir, key, name, level = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    entry_point = sys.argv[5] if len(sys.argv) > 5 else ""
+    _PLUGIN = name
     # Started with -I: the plugin's own directory is the one addition to the path, after
     # the standard library and site-packages, so its sibling modules import but never
-    # shadow `json` or `logging`.
-    sys.path.append(plugin_dir)
+    # shadow `json` or `logging`. A pip-installed plugin is on the path already.
+    if not entry_point:
+        sys.path.append(plugin_dir)
     _honour_pythonpath()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -773,7 +1035,12 @@ def main():
     ctx = PluginContext(name, key, plugin_dir, manifest_data)
     error = None
     try:
-        module = _load(plugin_dir, key, name)
+        if entry_point:
+            ep = _entry_point(entry_point)
+            ctx.manifest.source, ctx.manifest.path = "entrypoint", ep.value
+            module = ep.load()
+        else:
+            module = _load(plugin_dir, key, name)
         register = getattr(module, "register", None)
         if register is None:
             error = "no register() function"
@@ -784,8 +1051,14 @@ def main():
     by_hook = {}
     for hook, callback in ctx._hooks:
         by_hook.setdefault(hook, []).append(callback)
+    by_kind = {}
+    for kind, callback in ctx._middleware:
+        by_kind.setdefault(kind, []).append(callback)
     _PROTOCOL.send({"hello": {
         "hooks": [[hook, _callback_name(callback)] for hook, callback in ctx._hooks],
+        "middleware": [[kind, _callback_name(callback)] for kind, callback in ctx._middleware],
+        "tools": [entry["spec"] for entry in ctx._tools.values()],
+        "commands": [entry["spec"] for entry in ctx._commands.values()],
         "warnings": ctx.warnings,
         "error": error,
     }})
@@ -796,6 +1069,15 @@ def main():
         message = _PROTOCOL.receive()
         if message is None:
             break
+        if "tool" in message:
+            _PROTOCOL.send(_run_tool(ctx._tools, message))
+            continue
+        if "command" in message:
+            _PROTOCOL.send(_run_command(ctx._commands, message))
+            continue
+        if "fire" not in message:
+            _PROTOCOL.send(_middleware_message(message, by_kind))
+            continue
         hook = message.get("fire")
         answers = _fire(by_hook.get(hook, ()), hook, message.get("kw") or {})
         if any(a is not None for a in answers):

@@ -36,6 +36,7 @@
 
 pub mod approval;
 pub mod gateway_script;
+mod model;
 pub mod script;
 pub mod session_files;
 pub mod tools;
@@ -56,6 +57,7 @@ pub use script::{Continuation, Script, Step, ToolCall};
 pub use trace::{TraceFormat, Tracer};
 
 use hermes_host::gateway::GatewayHooks;
+use hermes_host::middleware::Kind;
 use hermes_host::registry::{Outcome, Registry, ToolVerdict};
 use hermes_host::run_control::{self, Permission, Stop};
 
@@ -124,21 +126,46 @@ struct CallIds<'a> {
     tool_call_id: &'a str,
 }
 
-/// What `pre_api_request` shows of a request (JSON texts; empty when no hook reads them).
-#[derive(Default)]
-struct ApiRequest {
-    history: String,
-    messages: String,
-    request: String,
-    chars: usize,
+/// The correlation context `tool_request` / `tool_execution` middleware get, beside
+/// `tool_name`, as the reference passes it.
+fn tool_context(session: &Session, tool: &str, ids: CallIds<'_>) -> serde_json::Map<String, Value> {
+    let mut context = serde_json::Map::new();
+    for (key, value) in [
+        ("tool_name", tool),
+        ("task_id", &session.id),
+        ("session_id", &session.id),
+        ("tool_call_id", ids.tool_call_id),
+        ("turn_id", ids.turn_id),
+        ("api_request_id", ids.api_request_id),
+    ] {
+        context.insert(key.into(), json!(value));
+    }
+    context
 }
 
-/// What `post_api_request` shows of a response (JSON texts; empty when no hook reads them).
-#[derive(Default)]
-struct ApiResponse {
-    message: String,
-    response: String,
-    content_chars: i64,
+/// The correlation context `llm_request` / `llm_execution` middleware get, as the
+/// reference passes it.
+fn llm_context(
+    session: &Session,
+    turn: &Turn,
+    api_request_id: &str,
+) -> serde_json::Map<String, Value> {
+    let mut context = serde_json::Map::new();
+    for (key, value) in [
+        ("task_id", json!(session.id)),
+        ("turn_id", json!(turn.id)),
+        ("api_request_id", json!(api_request_id)),
+        ("session_id", json!(session.id)),
+        ("platform", json!(session.platform)),
+        ("model", json!(session.model)),
+        ("provider", json!("scripted")),
+        ("base_url", json!("")),
+        ("api_mode", json!("chat_completions")),
+        ("api_call_count", json!(turn.api_calls)),
+    ] {
+        context.insert(key.into(), value);
+    }
+    context
 }
 
 /// Seconds since the Unix epoch, as the reference's `time.time()`.
@@ -259,74 +286,6 @@ impl Agent {
         serde_json::to_string(&session.history).unwrap_or_else(|_| "[]".to_string())
     }
 
-    /// The model request of one pass, as `pre_api_request` shows it: the history, the
-    /// messages sent (the history with this pass's input, context included, as its last
-    /// user message) and the request body. Built only when a hook will read it.
-    fn request_for(&self, session: &Session, model_input: &str) -> ApiRequest {
-        if !self.registry.has(ApiRequestEvent::HOOK) {
-            // Nobody reads it: no copy of the history, whose size grows with the chat.
-            return ApiRequest {
-                chars: model_input.len(),
-                ..ApiRequest::default()
-            };
-        }
-        let mut messages = session.history.clone();
-        let chars = model_input.len()
-            + messages
-                .iter()
-                .map(|m| m["content"].as_str().map_or(0, str::len))
-                .sum::<usize>();
-        let history = serde_json::to_string(&messages).unwrap_or_else(|_| "[]".into());
-        match messages.iter_mut().rev().find(|m| m["role"] == "user") {
-            Some(last) => last["content"] = json!(model_input),
-            None => messages.push(json!({ "role": "user", "content": model_input })),
-        }
-        let request = json!({
-            "method": "POST",
-            "body": { "model": session.model, "messages": messages, "tools": tools::NAMES },
-        });
-        ApiRequest {
-            history,
-            messages: request["body"]["messages"].to_string(),
-            request: request.to_string(),
-            chars,
-        }
-    }
-
-    /// The response of one pass, as `post_api_request` shows it.
-    fn response_for(
-        &self,
-        session: &Session,
-        step: &Step,
-        calls: &[ToolCall],
-        finish_reason: &str,
-    ) -> ApiResponse {
-        let content = step.final_text.as_deref().filter(|_| calls.is_empty());
-        let content_chars = content.map_or(0, |c| c.chars().count() as i64);
-        if !self.registry.has(ApiResponseEvent::HOOK) {
-            return ApiResponse {
-                content_chars,
-                ..ApiResponse::default()
-            };
-        }
-        let tool_calls: Vec<Value> = calls
-            .iter()
-            .map(|c| json!({ "type": "function", "function": { "name": c.tool, "arguments": c.args.to_string() } }))
-            .collect();
-        let message = json!({ "role": "assistant", "content": content, "tool_calls": tool_calls });
-        let response = json!({
-            "model": session.model,
-            "finish_reason": finish_reason,
-            "assistant_message": message,
-            "usage": null,
-        });
-        ApiResponse {
-            message: message.to_string(),
-            response: response.to_string(),
-            content_chars,
-        }
-    }
-
     /// Fires `hook` with `fields` and traces the combined outcome.
     pub fn fire(&self, hook: &str, fields: &[Field<'_>]) -> Outcome {
         let started = Instant::now();
@@ -375,6 +334,10 @@ impl Agent {
         self.open_files(&mut session);
         let mut results = Vec::new();
         for turn in &script.turns {
+            if let Some(result) = self.plugin_command(&session, &turn.user) {
+                results.push(result);
+                continue;
+            }
             let result = self.run_turn_continuing(
                 &mut session,
                 &turn.user,
@@ -389,6 +352,42 @@ impl Agent {
         }
         self.finalize(&session);
         results
+    }
+
+    /// A user message that is a plugin's slash command (`ctx.register_command`) runs it
+    /// instead of a model turn, after `command:<name>`; its answer is the turn's response.
+    /// `None` when the message is no plugin's command.
+    pub fn plugin_command(&self, session: &Session, message: &str) -> Option<TurnResult> {
+        let (name, args) = hermes_host::commands::parse(message)?;
+        let commands = self.registry.commands();
+        let source = commands.spec(&name)?.source.clone();
+        self.transcript.line(session, &format!("user: {message}"));
+        self.emit(
+            &format!("command:{name}"),
+            json!({
+                "platform": session.platform,
+                "user_id": session.user_id.clone().unwrap_or_default(),
+                "command": name,
+                "args": args,
+            }),
+        );
+        let response = match commands.run(&name, &args)? {
+            Ok(answer) => answer,
+            Err(why) => {
+                tracing::warn!("command /{name} of plugin '{source}' failed: {why}");
+                Some(format!("/{name} failed: {why}"))
+            }
+        };
+        if let Some(text) = &response {
+            self.transcript.line(session, &format!("assistant: {text}"));
+        }
+        Some(TurnResult {
+            response,
+            completed: true,
+            interrupted: false,
+            error: None,
+            stopped: None,
+        })
     }
 
     /// Folds what hooks asked of `session`'s turn or run since the last look into `stop`;
@@ -649,7 +648,15 @@ impl Agent {
             turn.api_calls += 1;
             let api_request_id = turn.request_id();
             let started_at = epoch_seconds();
-            let request = self.request_for(session, model_input);
+            let context = llm_context(session, turn, &api_request_id);
+            let request = model::request(
+                &self.registry,
+                &session.history,
+                &session.model,
+                model_input,
+                &context,
+            );
+            let trace = Value::Array(request.trace.clone()).to_string();
             let api = ApiRequestEvent {
                 session_id: &session.id,
                 task_id: &session.id,
@@ -658,7 +665,7 @@ impl Agent {
                 provider: "scripted",
                 api_call_count: turn.api_calls,
                 message_count: session.history.len() as i64,
-                tool_count: tools::NAMES.len() as i64,
+                tool_count: (tools::NAMES.len() + self.registry.tools().specs().count()) as i64,
                 approx_input_tokens: (request.chars / 4) as i64,
                 turn_id: Some(&turn.id),
                 api_request_id: Some(&api_request_id),
@@ -670,26 +677,29 @@ impl Agent {
                 request_char_count: request.chars as i64,
                 max_tokens: None,
                 started_at,
-                middleware_trace: "[]",
+                middleware_trace: &trace,
                 request: &request.request,
             };
             let requested = Instant::now();
             self.fire(ApiRequestEvent::HOOK, &api.fields());
-            if let Some(failure) = &step.error {
-                // The request failed: no response, so no post_api_request.
-                self.transcript
-                    .line(session, &format!("[model error: {failure}]"));
-                error = Some(failure.clone());
-                break;
-            }
-            let calls = step.calls();
+            let answer = match model::answer(&self.registry, step, &request, &context) {
+                Ok(answer) => answer,
+                Err(failure) => {
+                    // The request failed: no response, so no post_api_request.
+                    self.transcript
+                        .line(session, &format!("[model error: {failure}]"));
+                    error = Some(failure);
+                    break;
+                }
+            };
+            let calls = answer.calls.clone();
             let finish_reason = if calls.is_empty() {
                 "stop"
             } else {
                 "tool_calls"
             };
             let api_duration = requested.elapsed().as_secs_f64();
-            let answer = self.response_for(session, step, &calls, finish_reason);
+            let shown = model::shown(&self.registry, &session.model, &answer, finish_reason);
             let after = ApiResponseEvent {
                 session_id: &session.id,
                 task_id: &session.id,
@@ -709,19 +719,26 @@ impl Agent {
                 ended_at: started_at + api_duration,
                 message_count: session.history.len() as i64,
                 response_model: Some(&session.model),
-                response: &answer.response,
-                assistant_message: &answer.message,
-                assistant_content_chars: answer.content_chars,
+                response: &shown.response,
+                assistant_message: &shown.message,
+                assistant_content_chars: shown.content_chars,
                 assistant_tool_call_count: calls.len() as i64,
             };
             self.fire(ApiResponseEvent::HOOK, &after.fields());
             if calls.is_empty() {
-                let mut text = step.final_text.clone().unwrap_or_default();
+                let mut text = answer.content.clone().unwrap_or_default();
                 if step.echo {
                     if !text.is_empty() {
                         text.push_str("\n\n");
                     }
                     text.push_str(&format!("[the model received: {model_input}]"));
+                    // What llm_request middleware made of the request, when it changed it.
+                    if !request.trace.is_empty() {
+                        text.push_str(&format!(
+                            "\n\n[the request after middleware: {}]",
+                            request.body
+                        ));
+                    }
                     // And the results of this pass's tool calls, as the model read them
                     // (with what PostToolUse hooks added).
                     for result in &results {
@@ -845,7 +862,12 @@ impl Agent {
     /// transform_tool_result. Returns what the model sees.
     fn tool_call(&self, session: &Session, call: &ToolCall, ids: CallIds<'_>) -> String {
         let call_id = ids.tool_call_id;
-        let args_text = call.args.to_string();
+        let chain = self.registry.middleware();
+        let context = tool_context(session, &call.tool, ids);
+        // tool_request middleware first: hooks, approvals and the tool see what it made.
+        let rewritten = chain.rewrite(Kind::ToolRequest, call.args.clone(), &context);
+        let trace = rewritten.trace_json();
+        let args_text = rewritten.payload.to_string();
         let verdict: ToolVerdict = match self.fire(
             PreToolCallEvent::HOOK,
             &PreToolCallEvent {
@@ -856,7 +878,7 @@ impl Agent {
                 tool_call_id: call_id,
                 turn_id: Some(ids.turn_id),
                 api_request_id: Some(ids.api_request_id),
-                middleware_trace: "[]",
+                middleware_trace: &trace,
             }
             .fields(),
         ) {
@@ -865,7 +887,7 @@ impl Agent {
         };
         // Taken even when blocked, so nothing is left behind for this call.
         let permission = run_control::take_permission(&session.id, call_id);
-        let args = verdict.apply(&call.args);
+        let args = verdict.apply(&rewritten.payload);
         let args_text = args.to_string();
         self.transcript
             .line(session, &format!("  -> {} {}", call.tool, args_text));
@@ -877,7 +899,27 @@ impl Agent {
         let (result, status, error_type, error_message) = match refused {
             Err(result) => (result, "blocked", None, None),
             Ok(approved) => {
-                let result = self.run_tool(session, &call.tool, &args, approved, ids);
+                let mut run = |args: Value| {
+                    Ok(Value::String(
+                        self.run_tool(session, &call.tool, &args, approved, ids),
+                    ))
+                };
+                let result = if chain.has(Kind::ToolExecution) {
+                    let wrapped = chain.execute(
+                        Kind::ToolExecution,
+                        args.clone(),
+                        &rewritten.original,
+                        &context,
+                        &mut run,
+                    );
+                    match wrapped {
+                        Ok(Value::String(result)) => result,
+                        Ok(other) => other.to_string(),
+                        Err(why) => tools::error(&format!("{}: {why}", call.tool)),
+                    }
+                } else {
+                    self.run_tool(session, &call.tool, &args, approved, ids)
+                };
                 let failed = serde_json::from_str::<Value>(&result)
                     .ok()
                     .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
@@ -901,7 +943,7 @@ impl Agent {
             error_message: error_message.as_deref(),
             turn_id: Some(ids.turn_id),
             api_request_id: Some(ids.api_request_id),
-            middleware_trace: "[]",
+            middleware_trace: &trace,
         };
         self.fire(PostToolCallEvent::HOOK, &post.fields());
         let feedback = run_control::take_feedback(&session.id, call_id);
@@ -1032,10 +1074,27 @@ impl Agent {
             "write_file" => tools::write_file(&session.cwd, args),
             "delegate_task" => self.delegate(session, args, ids.turn_id),
             "send_message" => self.send_message(args),
-            other => tools::error(&format!(
-                "unknown tool '{other}' (tools: {})",
-                tools::NAMES.join(", ")
-            )),
+            other => {
+                let mut context = serde_json::Map::new();
+                context.insert("task_id".into(), json!(session.id));
+                context.insert("session_id".into(), json!(session.id));
+                context.insert("tool_call_id".into(), json!(ids.tool_call_id));
+                context.insert("turn_id".into(), json!(ids.turn_id));
+                let plugin_tools = self.registry.tools();
+                plugin_tools
+                    .dispatch(other, args, &context)
+                    .unwrap_or_else(|| {
+                        let names: Vec<&str> = tools::NAMES
+                            .iter()
+                            .copied()
+                            .chain(plugin_tools.specs().map(|s| s.name.as_str()))
+                            .collect();
+                        tools::error(&format!(
+                            "unknown tool '{other}' (tools: {})",
+                            names.join(", ")
+                        ))
+                    })
+            }
         }
     }
 

@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `/new`, `/reset` | `session:end`, `on_session_finalize(old)`, a new session id, `session:reset`, `on_session_reset(new)`; the next turn starts the new session (`session:start`, `on_session_start`) |
 //! | `/status` | answers with the session id and how many turns it had |
-//! | `/help` | lists the commands |
+//! | `/help` | lists the commands, the plugins' too |
+//! | a plugin's command (`ctx.register_command`) | answers what its handler returns (nothing when it returns `None`) |
 //! | anything else | answers that the command is unknown |
 
 use hermes_hooks_abi::hooks::payload::SessionResetEvent;
@@ -17,20 +18,20 @@ use super::wire::{Inbound, OutboundKind};
 
 const HELP: &str = "Commands: /new or /reset (start a new session), /status, /help";
 
-/// `Some((name, args))` when `text` is a slash command: `/name`, then whitespace or the
-/// end. The name is lower-cased, and a `@botname` suffix is dropped, as chat platforms
-/// send it.
-pub fn parse(text: &str) -> Option<(String, String)> {
-    let rest = text.trim_start().strip_prefix('/')?;
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    let (word, args) = rest.split_at(end);
-    let name = word.split_once('@').map_or(word, |(name, _bot)| name);
-    let valid = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    valid.then(|| (name.to_ascii_lowercase(), args.trim().to_string()))
+/// The built-in commands, then the plugins' (`/name <args hint>`).
+fn help(core: &Core) -> String {
+    let mut text = HELP.to_string();
+    for spec in core.agent().registry.commands().specs() {
+        text.push_str(&format!(", /{}", spec.name));
+        if !spec.args_hint.is_empty() {
+            text.push_str(&format!(" {}", spec.args_hint));
+        }
+        text.push_str(&format!(" ({})", spec.description));
+    }
+    text
 }
+
+pub use hermes_host::commands::parse;
 
 /// Runs command `name` for `message`.
 pub(crate) fn run(
@@ -62,8 +63,18 @@ pub(crate) fn run(
                 live.session.id, chat.key, live.session.model
             )
         }
-        "help" => HELP.to_string(),
-        other => format!("Unknown command /{other}. {HELP}"),
+        "help" => help(core),
+        other => match core.agent().registry.commands().run(other, args) {
+            Some(Ok(Some(answer))) => answer,
+            // The plugin's handler answered nothing: nothing is sent.
+            Some(Ok(None)) => return,
+            Some(Err(why)) => {
+                core.log
+                    .line(&format!("gateway: plugin command /{other} failed: {why}"));
+                format!("/{other} failed: {why}")
+            }
+            None => format!("Unknown command /{other}. {}", help(core)),
+        },
     };
     core.reply(
         chat,
@@ -98,23 +109,4 @@ fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
         new_session_id: Some(&live.session.id),
     };
     core.agent().fire(SessionResetEvent::HOOK, &event.fields());
-}
-
-/// What were these items' doc examples: the binary's docs are not doctested.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn parse_works_as_documented() {
-        use super::parse as parse_command;
-        assert_eq!(
-            parse_command("/New  now"),
-            Some(("new".into(), "now".into()))
-        );
-        assert_eq!(
-            parse_command("/reset@my_bot"),
-            Some(("reset".into(), "".into()))
-        );
-        assert_eq!(parse_command("/usr/bin is a path"), None);
-        assert_eq!(parse_command("hello /new"), None);
-    }
 }

@@ -80,7 +80,7 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
 }
 
 fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
-    let hooks = load_plugins(settings, None)?;
+    let hooks = crate::cli::load::list_plugins(settings)?;
     let report = hooks.report();
     if as_json {
         let plugins: Vec<_> = report.plugins.iter().map(plugin_json).collect();
@@ -121,6 +121,9 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         println!("  {}{version}  {state}", p.key);
         if p.linked_static {
             println!("      static: linked into this binary");
+        }
+        if let Some(origin) = &p.origin {
+            println!("      from: {origin}");
         }
         for warning in &p.warnings {
             println!("      warning: {warning}");
@@ -168,6 +171,16 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         if !p.unknown_hooks.is_empty() {
             println!("      unknown to this host: {}", p.unknown_hooks.join(", "));
         }
+        if !p.middleware.is_empty() {
+            println!("      middleware: {}", p.middleware.join(", "));
+        }
+        if !p.tools.is_empty() {
+            println!("      tools: {}", p.tools.join(", "));
+        }
+        if !p.commands.is_empty() {
+            let commands: Vec<String> = p.commands.iter().map(|c| format!("/{c}")).collect();
+            println!("      commands: {}", commands.join(", "));
+        }
         if p.settings.is_some() {
             println!(
                 "      settings: plugins.settings.{} in {}",
@@ -191,6 +204,9 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "warnings": p.warnings,
         "hooks": p.hooks,
         "unknown_hooks": p.unknown_hooks,
+        "middleware": p.middleware,
+        "tools": p.tools,
+        "commands": p.commands,
         "abi_version": p.abi_version,
         "build_profile": p.build_profile,
         "config": p.config,
@@ -198,6 +214,7 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "static": p.linked_static,
         "kind": p.kind.as_str(),
         "interpreter": p.interpreter,
+        "origin": p.origin,
         "isolation": p.isolation.as_str(),
         "worker_pid": p.worker.as_ref().and_then(|w| w.status().0),
         "worker_restarts": p.worker.as_ref().map(|w| w.status().1),
@@ -305,11 +322,26 @@ fn refuse_unloadable(settings: &Settings, name: &str) -> anyhow::Result<()> {
         policy: hermes_host::trust::Policy::from_config(&config),
         ..settings.discover.clone()
     };
-    let installed = hermes_host::plugins::discover(home, &Default::default(), &discover);
+    let mut installed = hermes_host::plugins::discover(home, &Default::default(), &discover);
+    if !installed.iter().any(|c| c.key == name || c.name() == name) {
+        // Not a directory: perhaps a pip package of the plugins' interpreter.
+        let interpreter = hermes_host::plugins::python::interpreter(&config.plugins);
+        let with_pip = hermes_host::plugins::DiscoverOptions {
+            list_entry_points: true,
+            ..discover.clone()
+        };
+        installed = hermes_host::plugins::discover_with_pip(
+            home,
+            &Default::default(),
+            &with_pip,
+            &interpreter,
+        );
+    }
     let Some(found) = installed.iter().find(|c| c.key == name || c.name() == name) else {
         bail!(
-            "no plugin '{name}' is installed in {}; install it with `hermes plugins install <dir>` first, or pass --force to enable it ahead of installing",
-            home.plugins_dir().display()
+            "no plugin '{name}' is installed in {}, nor as a pip package of the plugins' interpreter (entry-point group {}); install it with `hermes plugins install <dir>` or `pip install` first, or pass --force to enable it ahead of installing",
+            home.plugins_dir().display(),
+            hermes_host::plugins::ENTRY_POINT_GROUP
         );
     };
     let mut probe = config.clone();
