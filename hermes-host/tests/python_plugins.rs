@@ -2637,6 +2637,23 @@ fn a_pip_installed_plugin_loads_through_its_entry_point_when_enabled() {
         guard["origin"],
         "pip package hermes-guard 1.0 (entry point hermes_guard)"
     );
+    // The listing is remembered, privately, until the environment changes: uninstalled, the
+    // plugin is gone from the next run.
+    let cache = env.home().join("cache/pip-plugins.json");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&cache).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let pip = Path::new(&python).with_file_name("pip");
+    let removed = Command::new(pip)
+        .args(["uninstall", "-y", "-q", "hermes-guard"])
+        .output()
+        .unwrap();
+    assert!(removed.status.success(), "{}", text(&removed));
+    let after = text(&env.fire_tool(
+        r#"{"tool_name": "terminal", "args": {"command": "rm -rf /"}}"#,
+        &[],
+    ));
+    assert!(!after.contains("hermes-guard: no rm -rf"), "{after}");
 }
 
 /// A directory plugin and a pip package with the same name: the directory plugin loads

@@ -21,7 +21,7 @@ pub struct DiscoverOptions {
     pub policy: Policy,
     /// `config.yaml` as JSON, for Python plugins' `hermes_cli.config.load_config()`.
     pub host_config: Option<std::sync::Arc<str>>,
-    /// pip-installed plugins found by [`entry_points::scan`](super::entry_points::scan):
+    /// pip-installed plugins, as the plugins' interpreter lists them:
     /// they follow the directories, and one with a directory plugin's key takes its place.
     pub entry_points: Vec<EntryPoint>,
     /// Whether loading asks the interpreter for pip-installed plugins even when

@@ -145,7 +145,8 @@ pub fn discover_with_pip(
     if !wanted {
         return found;
     }
-    match entry_points::scan(interpreter) {
+    let cache = home.root().join("cache").join("pip-plugins.json");
+    match entry_points::scan_cached(interpreter, &cache) {
         Ok(eps) if eps.is_empty() => found,
         Ok(eps) => {
             let options = DiscoverOptions {
