@@ -974,6 +974,24 @@ fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_i
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "approved\n");
 }
 
+/// Published safety hooks' commands run as written: `env NAME=/dir bash -c '...'` needs no
+/// shell of ours (its metacharacters are quoted), and neither the `env` assignment nor the
+/// `-c` text (each a word with a slash) may be taken for a relative script and rewritten.
+#[test]
+fn env_assignments_and_bash_c_texts_run_as_written() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    c.only_hook(
+        r#""env GUARD_DIR=/tmp/guard bash -c 'read -r line; case \"$line\" in *Bash*) echo \"blocked by a/b guard in $GUARD_DIR\" >&2; exit 2;; esac'""#,
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["blocked by a/b guard in /tmp/guard"]);
+    // The `-c` text alone is the first word with a slash: it stays the shell's program.
+    c.only_hook(r#""bash -c 'read -r line; echo \"a/b guard: no\" >&2; exit 2'""#);
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["a/b guard: no"]);
+}
+
 /// `config.yaml` of the corpus home: `body` under `hooks:`.
 fn hooks_config(c: &Corpus, body: &str) {
     std::fs::write(c.home().join("config.yaml"), format!("hooks:\n{body}")).unwrap();

@@ -928,7 +928,8 @@ fn agent_dir(spec: &ShellHookSpec) -> String {
 
 /// `argv` with the command's script word made the absolute path consent pinned, so that a
 /// hook started in the agent's directory runs the approved file and not another of the same
-/// relative name. A shell's `-c` text is left as it is (its words are the shell's).
+/// relative name. A shell's `-c` text is left as it is (its words are the shell's), and so
+/// is any word that names no file (a `bash -c` text, a `NAME=value` of `env`).
 fn pinned_argv(
     command: &str,
     mut argv: Vec<String>,
@@ -939,7 +940,9 @@ fn pinned_argv(
     };
     let word = script::script_path(command);
     let relative = word.contains('/') && !word.starts_with('/') && !word.starts_with('~');
-    if relative {
+    // Only a word that names a file is the script: `bash -c '... a/b ...'` and
+    // `env DIR=/x cmd` have words with a slash that must run as written.
+    if relative && script.is_file() {
         for arg in argv.iter_mut().filter(|a| **a == word) {
             *arg = script.display().to_string();
         }
