@@ -141,15 +141,15 @@ pub async fn run(
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break;
         };
-        let (hooks, log, counters, options, prefix) = (
-            hooks.clone(),
-            log.clone(),
-            counters.clone(),
-            options.clone(),
-            settings.subject_prefix.clone(),
-        );
+        // Handed to the hooks here, in the stream's order (each hook's queue keeps it);
+        // only the wait for the outcome, and the ack, run beside the next events.
+        let Some(started) = start(message, &settings.subject_prefix, &hooks, &log, &counters).await
+        else {
+            continue;
+        };
+        let (log, counters, options) = (log.clone(), counters.clone(), options.clone());
         tokio::spawn(async move {
-            handle(message, &prefix, &hooks, &options, &log, &counters).await;
+            finish(started, &options, &log, &counters).await;
             drop(permit);
         });
     }
@@ -201,14 +201,24 @@ async fn subscribe(
 }
 
 /// One event: run the hooks, then ack, nak with a backoff, or terminate.
-async fn handle(
+/// An event handed to the hooks, waiting for their outcome.
+struct Started {
+    message: async_nats::jetstream::Message,
+    delivery: hermes_host::gateway::Delivery,
+    event: String,
+    id: String,
+    delivered: i64,
+}
+
+/// Hands `message`'s event to the hooks; `None` when it names no event (it is terminated,
+/// with a log line).
+async fn start(
     message: async_nats::jetstream::Message,
     prefix: &str,
     hooks: &Arc<GatewayHooks>,
-    options: &ConsumeOptions,
     log: &Arc<dyn GatewayLog>,
     counters: &ConsumeCounters,
-) {
+) -> Option<Started> {
     let delivered = message.info().map_or(1, |i| i.delivered);
     let header = |name: &str| {
         message
@@ -229,7 +239,7 @@ async fn handle(
             message.subject.as_str()
         ));
         let _ = message.ack_with(AckKind::Term).await;
-        return;
+        return None;
     };
     let mut context = serde_json::from_slice::<serde_json::Value>(&message.payload)
         .ok()
@@ -246,7 +256,31 @@ async fn handle(
     if delivered > 1 {
         counters.redelivered.fetch_add(1, Ordering::Relaxed);
     }
-    let mut delivery = hooks.emit_tracked(&event, context);
+    let delivery = hooks.emit_tracked(&event, context);
+    Some(Started {
+        message,
+        delivery,
+        event,
+        id,
+        delivered,
+    })
+}
+
+/// Waits for the hooks' outcome of a started event and acknowledges it: done, failed and
+/// to be delivered again after a backoff, or terminated.
+async fn finish(
+    started: Started,
+    options: &ConsumeOptions,
+    log: &Arc<dyn GatewayLog>,
+    counters: &ConsumeCounters,
+) {
+    let Started {
+        message,
+        mut delivery,
+        event,
+        id,
+        delivered,
+    } = started;
     let timeout = options.handler_timeout;
     // The handler timeout counts from when a hook starts on the event; while it waits
     // behind others (or runs within its time), the broker is told it is in progress, so
