@@ -648,7 +648,13 @@ impl Agent {
             turn.api_calls += 1;
             let api_request_id = turn.request_id();
             let started_at = epoch_seconds();
-            let context = llm_context(session, turn, &api_request_id);
+            // Only middleware reads the context: without any, none is built per request.
+            let chain = self.registry.middleware();
+            let context = if chain.has(Kind::LlmRequest) || chain.has(Kind::LlmExecution) {
+                llm_context(session, turn, &api_request_id)
+            } else {
+                serde_json::Map::new()
+            };
             let request = model::request(
                 &self.registry,
                 &session.history,
@@ -863,7 +869,12 @@ impl Agent {
     fn tool_call(&self, session: &Session, call: &ToolCall, ids: CallIds<'_>) -> String {
         let call_id = ids.tool_call_id;
         let chain = self.registry.middleware();
-        let context = tool_context(session, &call.tool, ids);
+        // Only middleware reads the context: without any, none is built per call.
+        let context = if chain.has(Kind::ToolRequest) || chain.has(Kind::ToolExecution) {
+            tool_context(session, &call.tool, ids)
+        } else {
+            serde_json::Map::new()
+        };
         // tool_request middleware first: hooks, approvals and the tool see what it made.
         let rewritten = chain.rewrite(Kind::ToolRequest, call.args.clone(), &context);
         let trace = rewritten.trace_json();
