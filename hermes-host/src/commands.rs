@@ -19,13 +19,18 @@ pub struct CommandSpec {
 
 /// Runs the commands of one plugin.
 pub trait CommandHandler: Send + Sync {
-    /// Runs command `name` with the text after it. `Ok(None)`: the handler answered
-    /// nothing.
+    /// Runs command `name` with the text after it; `dispatch` runs the tools the handler
+    /// asks for (`ctx.dispatch_tool`). `Ok(None)`: the handler answered nothing.
     ///
     /// # Errors
     ///
     /// The handler failed; the message says how.
-    fn run(&self, name: &str, raw_args: &str) -> Result<Option<String>, String>;
+    fn run(
+        &self,
+        name: &str,
+        raw_args: &str,
+        dispatch: crate::tools::Dispatch<'_>,
+    ) -> Result<Option<String>, String>;
 }
 
 /// Every plugin command of one load.
@@ -116,24 +121,31 @@ impl CommandRegistry {
         self.commands.iter().map(|(s, _)| s)
     }
 
-    /// Runs command `name`: `None` when no plugin has it.
+    /// Runs command `name`: `None` when no plugin has it. `dispatch` runs the tools its
+    /// handler asks for.
     ///
     /// ```
     /// use std::sync::Arc;
     /// use hermes_host::commands::{CommandHandler, CommandRegistry, CommandSpec};
+    /// use hermes_host::tools::{Dispatch, no_dispatch};
     /// struct Shout;
     /// impl CommandHandler for Shout {
-    ///     fn run(&self, _: &str, args: &str) -> Result<Option<String>, String> {
+    ///     fn run(&self, _: &str, args: &str, _: Dispatch<'_>) -> Result<Option<String>, String> {
     ///         Ok(Some(args.to_uppercase()))
     ///     }
     /// }
     /// let mut commands = CommandRegistry::default();
     /// let spec = CommandSpec { name: "shout".into(), description: String::new(), args_hint: String::new(), source: "demo".into() };
     /// commands.add(spec, Arc::new(Shout)).unwrap();
-    /// assert_eq!(commands.run("shout", "hi"), Some(Ok(Some("HI".into()))));
+    /// assert_eq!(commands.run("shout", "hi", &no_dispatch), Some(Ok(Some("HI".into()))));
     /// ```
-    pub fn run(&self, name: &str, raw_args: &str) -> Option<Result<Option<String>, String>> {
+    pub fn run(
+        &self,
+        name: &str,
+        raw_args: &str,
+        dispatch: crate::tools::Dispatch<'_>,
+    ) -> Option<Result<Option<String>, String>> {
         let (_, handler) = self.commands.iter().find(|(s, _)| s.name == name)?;
-        Some(handler.run(name, raw_args))
+        Some(handler.run(name, raw_args, dispatch))
     }
 }

@@ -350,6 +350,41 @@ impl Hooks {
         self.registry.middleware()
     }
 
+    /// The tools plugins registered (see [`crate::tools`]): a host offers them to its model
+    /// and runs them, after its own hooks, with [`ToolRegistry::dispatch`](crate::tools::ToolRegistry::dispatch).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let hooks = hermes_host::Hooks::load(&hermes_host::home::Home::at(dir.path()), &Default::default()).unwrap();
+    /// assert!(hooks.tools().is_empty());
+    /// ```
+    pub fn tools(&self) -> &crate::tools::ToolRegistry {
+        self.registry.tools()
+    }
+
+    /// The slash commands plugins registered (see [`crate::commands`]).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let hooks = hermes_host::Hooks::load(&hermes_host::home::Home::at(dir.path()), &Default::default()).unwrap();
+    /// assert!(hooks.commands().specs().next().is_none());
+    /// ```
+    pub fn commands(&self) -> &crate::commands::CommandRegistry {
+        self.registry.commands()
+    }
+
+    /// The system prompt sections plugins registered (see [`crate::prompt_sections`]): a
+    /// host renders them once per new session and puts them at the head of its prompt.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let hooks = hermes_host::Hooks::load(&hermes_host::home::Home::at(dir.path()), &Default::default()).unwrap();
+    /// assert_eq!(hooks.prompt_sections().render(&serde_json::json!({})), None);
+    /// ```
+    pub fn prompt_sections(&self) -> &crate::prompt_sections::PromptSections {
+        self.registry.prompt_sections()
+    }
+
     /// The gateway hooks, when [`LoadOptions::gateway_log`] asked for them.
     pub fn gateway(&self) -> Option<&GatewayHooks> {
         self.gateway.as_ref()

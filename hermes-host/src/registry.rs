@@ -222,6 +222,8 @@ pub struct Registry {
     tools: crate::tools::ToolRegistry,
     /// Slash commands plugins add (see [`crate::commands`]).
     commands: crate::commands::CommandRegistry,
+    /// System prompt sections plugins add (see [`crate::prompt_sections`]).
+    prompt_sections: crate::prompt_sections::PromptSections,
 }
 
 /// One hook's callbacks and its combining rule.
@@ -303,6 +305,25 @@ impl Registry {
         handler: Arc<dyn crate::commands::CommandHandler>,
     ) -> Result<(), String> {
         self.commands.add(spec, handler)
+    }
+
+    /// The system prompt sections plugins registered.
+    pub fn prompt_sections(&self) -> &crate::prompt_sections::PromptSections {
+        &self.prompt_sections
+    }
+
+    /// Adds a plugin's system prompt section.
+    ///
+    /// # Errors
+    ///
+    /// The section breaks the reference's rules or its id is taken (see
+    /// [`PromptSections::add`](crate::prompt_sections::PromptSections::add)).
+    pub fn add_prompt_section(
+        &mut self,
+        spec: crate::prompt_sections::SectionSpec,
+        source: Arc<dyn crate::prompt_sections::SectionSource>,
+    ) -> Result<(), String> {
+        self.prompt_sections.add(spec, source)
     }
 
     /// Adds a middleware of `kind` after those already registered.
@@ -813,9 +834,13 @@ fn run_externals(
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results: Vec<std::sync::Mutex<Option<JobAnswers>>> =
             batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        // The helpers work for this call: the workers it is already talking to stay refused.
+        let held = crate::reentry::held();
         std::thread::scope(|scope| {
             for _ in 0..batch.len().min(MAX_PARALLEL_EXTERNAL) {
+                let held = held.clone();
                 scope.spawn(|| {
+                    crate::reentry::adopt(held);
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((_, _, job)) = batch.get(k) else {

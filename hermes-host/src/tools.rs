@@ -27,12 +27,36 @@ pub struct ToolSpec {
     pub source: String,
 }
 
+/// How a plugin's command or tool runs another tool (`ctx.dispatch_tool` in Hermes): the
+/// host runs it as it runs the model's calls, its guards and approvals included (so a
+/// plugin cannot reach a tool the user's hooks would stop), and answers the result text.
+pub type Dispatch<'a> = &'a dyn Fn(&str, &Value) -> String;
+
+/// The [`Dispatch`] of a host that lets plugins run no tools: every call answers an error
+/// result that says so.
+///
+/// ```
+/// let result = hermes_host::tools::no_dispatch("terminal", &serde_json::json!({}));
+/// assert!(result.contains("error"));
+/// ```
+pub fn no_dispatch(name: &str, _: &Value) -> String {
+    json!({ "error": format!("tool '{name}' cannot be dispatched by plugins in this host") })
+        .to_string()
+}
+
 /// Runs the tools of one plugin.
 pub trait ToolHandler: Send + Sync {
     /// Runs tool `name` with `args` (a JSON object); `context` holds the call's ids
-    /// (`task_id`, `session_id`, `tool_call_id`, ...). Returns the result text: on failure,
-    /// a JSON `{"error": "..."}` saying what went wrong.
-    fn call(&self, name: &str, args: &Value, context: &Map<String, Value>) -> String;
+    /// (`task_id`, `session_id`, `tool_call_id`, ...), and `dispatch` runs other tools the
+    /// handler asks for. Returns the result text: on failure, a JSON `{"error": "..."}`
+    /// saying what went wrong.
+    fn call(
+        &self,
+        name: &str,
+        args: &Value,
+        context: &Map<String, Value>,
+        dispatch: Dispatch<'_>,
+    ) -> String;
 }
 
 /// Every plugin tool of one load, in registration order.
@@ -82,28 +106,31 @@ impl ToolRegistry {
         self.tools.is_empty()
     }
 
-    /// Runs tool `name`: `None` when no plugin has it.
+    /// Runs tool `name`: `None` when no plugin has it. `dispatch` runs the tools its
+    /// handler asks for in turn.
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use hermes_host::tools::{ToolHandler, ToolRegistry, ToolSpec};
+    /// use hermes_host::tools::{Dispatch, ToolHandler, ToolRegistry, ToolSpec, no_dispatch};
     /// struct Echo;
     /// impl ToolHandler for Echo {
-    ///     fn call(&self, _: &str, args: &serde_json::Value, _: &serde_json::Map<String, serde_json::Value>) -> String {
+    ///     fn call(&self, _: &str, args: &serde_json::Value, _: &serde_json::Map<String, serde_json::Value>, _: Dispatch<'_>) -> String {
     ///         args.to_string()
     ///     }
     /// }
     /// let mut tools = ToolRegistry::default();
     /// let spec = ToolSpec { name: "echo".into(), toolset: "demo".into(), schema: serde_json::json!({}), description: String::new(), source: "demo".into() };
     /// tools.add(spec, Arc::new(Echo)).unwrap();
-    /// assert_eq!(tools.dispatch("echo", &serde_json::json!({"a": 1}), &Default::default()).as_deref(), Some(r#"{"a":1}"#));
-    /// assert!(tools.dispatch("other", &serde_json::json!({}), &Default::default()).is_none());
+    /// let args = serde_json::json!({"a": 1});
+    /// assert_eq!(tools.dispatch("echo", &args, &Default::default(), &no_dispatch).as_deref(), Some(r#"{"a":1}"#));
+    /// assert!(tools.dispatch("other", &args, &Default::default(), &no_dispatch).is_none());
     /// ```
     pub fn dispatch(
         &self,
         name: &str,
         args: &Value,
         context: &Map<String, Value>,
+        dispatch: Dispatch<'_>,
     ) -> Option<String> {
         let (_, handler) = self.tools.iter().find(|(s, _)| s.name == name)?;
         let args = if args.is_object() {
@@ -111,6 +138,6 @@ impl ToolRegistry {
         } else {
             json!({})
         };
-        Some(handler.call(name, &args, context))
+        Some(handler.call(name, &args, context, dispatch))
     }
 }

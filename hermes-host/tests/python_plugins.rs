@@ -2503,6 +2503,191 @@ fn a_plugin_slash_command_answers_in_hermes_run_and_behind_the_gateway() {
     );
 }
 
+/// Runs `hermes` with `args`, killed and failed after `limit`: for tests where a bug would
+/// be a hang (two calls waiting for each other) rather than a wrong answer.
+fn run_within(env: &Env, args: &[&str], limit: Duration) -> Output {
+    let mut child = env
+        .hermes()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("hermes {args:?} hung past {limit:?}: {}", text(&out));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+const OPS_PLUGIN: &str = r#"import json
+def register(ctx):
+    def status(raw):
+        return json.dumps({
+            "weather": ctx.dispatch_tool("weather", {"city": raw}),
+            "terminal": ctx.dispatch_tool("terminal", {"command": "echo dispatched " + raw}),
+            "mine": json.loads(ctx.dispatch_tool("ops_echo", {"x": raw})),
+        }, sort_keys=True)
+    ctx.register_tool("ops_echo", "ops", {"name": "ops_echo"}, lambda args, **kw: json.dumps({"echo": args["x"]}))
+    ctx.register_command("status", status)
+    # Its own guard fires for the terminal call it dispatches itself.
+    ctx.register_hook("pre_tool_call", lambda tool_name, args, **kw: None)
+"#;
+
+/// `ctx.dispatch_tool` in a slash command, as published plugins use it to reach
+/// `terminal` or `delegate_task`: another plugin's tool and a built-in run through the
+/// user's guards (the weather plugin's and a shell hook block them here), and the plugin's
+/// own tool runs directly, as in the reference. The plugin's own `pre_tool_call` fires for
+/// the call it dispatched without the two waiting for each other.
+#[test]
+fn a_slash_command_dispatches_tools_through_the_users_guards() {
+    let env = weather_home();
+    env.plugin("ops", "name: ops\n", &[("__init__.py", OPS_PLUGIN)]);
+    let guard = env.write(
+        "guard.py",
+        "import json, sys\nevent = json.load(sys.stdin)\nif 'Nowhere' in json.dumps(event):\n    print(json.dumps({'decision': 'block', 'reason': 'the shell guard says no'}))\n",
+    );
+    env.config(&format!(
+        "plugins:\n  enabled: [weather, ops]\nhooks:\n  pre_tool_call:\n    - matcher: terminal\n      command: python3 {}\n",
+        guard.display()
+    ));
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: /status Paris\n    steps: []\n  - user: /status Nowhere\n    steps: []\n",
+    );
+    let out = run_within(
+        &env,
+        &["--accept-hooks", "run", script.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let answers: Vec<Value> = shown
+        .lines()
+        .filter_map(|l| l.strip_prefix("assistant: "))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{shown}")))
+        .collect();
+    assert_eq!(answers.len(), 2, "{shown}");
+    let paris = &answers[0];
+    // Through the weather plugin's own transform_tool_result, as the model's call would be.
+    assert_eq!(
+        paris["weather"],
+        r#"{"city": "Paris", "forecast": "sunny", "has_task_id": true} (checked)"#,
+        "{shown}"
+    );
+    assert!(
+        paris["terminal"]
+            .as_str()
+            .unwrap()
+            .contains("dispatched Paris"),
+        "{shown}"
+    );
+    assert_eq!(paris["mine"], json!({"echo": "Paris"}));
+    let nowhere = &answers[1];
+    assert_eq!(
+        nowhere["weather"], r#"{"error": "no forecast for Nowhere"}"#,
+        "{shown}"
+    );
+    let terminal = nowhere["terminal"].as_str().unwrap();
+    assert!(terminal.contains("the shell guard says no"), "{shown}");
+    assert!(!terminal.contains("dispatched Nowhere"), "{shown}");
+    assert_eq!(nowhere["mine"], json!({"echo": "Nowhere"}));
+    // The weather plugin's post_tool_call saw the dispatched calls, as the model's.
+    let seen = env.json_lines("tools.jsonl");
+    assert_eq!(
+        seen,
+        [
+            json!({"tool": "weather", "status": "ok"}),
+            json!({"tool": "terminal", "status": "ok"}),
+            json!({"tool": "weather", "status": "blocked"}),
+            json!({"tool": "terminal", "status": "blocked"}),
+        ]
+    );
+}
+
+const SECTIONS_PLUGIN: &str = r#"def rules(info):
+    return f"Session {info['session_id']} on {info['platform']}: answer briefly."
+
+def register(ctx):
+    ctx.register_system_prompt_section("team.rules", rules, max_chars=200)
+    ctx.register_system_prompt_section("style", "  Use plain words.  ")
+    ctx.register_system_prompt_section("too.long", "x" * 50, max_chars=10)
+    try:
+        ctx.register_system_prompt_section("Bad Id", "no")
+    except ValueError as e:
+        ctx.register_system_prompt_section("refused", "the bad id raised: " + str(e)[:30])
+"#;
+
+/// `ctx.register_system_prompt_section`: a string and a callable given the session's
+/// info, rendered once per session in id order into the reference's container, at the head
+/// of what the model receives (`echo: true` shows it); a section over its `max_chars` is
+/// skipped with the reference's warning, and a bad id raises in `register` as there.
+#[test]
+fn system_prompt_sections_reach_the_model_once_per_session() {
+    let env = Env::new();
+    env.plugin(
+        "sections",
+        "name: sections\n",
+        &[("__init__.py", SECTIONS_PLUGIN)],
+    );
+    env.config("plugins:\n  enabled: [sections]\n");
+    let script = env.write(
+        "s.yaml",
+        "turns:\n  - user: hi\n    steps:\n      - final: one\n        echo: true\n  - user: again\n    steps:\n      - final: two\n        echo: true\n",
+    );
+    let out = env.run(&["run", script.to_str().unwrap()], &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let prompts: Vec<&str> = shown
+        .split("[the system prompt the model received: ")
+        .skip(1)
+        .map(|rest| rest.split("]\n").next().unwrap_or(rest))
+        .collect();
+    assert_eq!(prompts.len(), 2, "{shown}");
+    assert_eq!(
+        prompts[0], prompts[1],
+        "rendered once, sent with every request"
+    );
+    let prompt = prompts[0];
+    assert!(
+        prompt.starts_with("<!-- hermes-plugin-sections:start -->\n## Plugin Context: refused\n"),
+        "{prompt}"
+    );
+    let order: Vec<usize> = [
+        "## Plugin Context: refused",
+        "## Plugin Context: style",
+        "## Plugin Context: team.rules",
+    ]
+    .iter()
+    .map(|h| {
+        prompt
+            .find(h)
+            .unwrap_or_else(|| panic!("{h} missing: {prompt}"))
+    })
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{prompt}");
+    assert!(
+        prompt.contains("the bad id raised: system prompt section id"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("<!-- hermes-plugin-section-chars:16 -->\n\nUse plain words."),
+        "{prompt}"
+    );
+    assert!(prompt.contains(": answer briefly."), "{prompt}");
+    assert!(prompt.contains(" on cli: answer briefly."), "{prompt}");
+    assert!(!prompt.contains("xxxxx"), "{prompt}");
+    assert!(
+        shown.contains("Plugin system prompt section too.long (sections) exceeded max_chars (50 > 10) and was skipped"),
+        "{shown}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // pip-installed plugins: the `hermes_agent.plugins` entry-point group
 

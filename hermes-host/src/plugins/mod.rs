@@ -404,6 +404,7 @@ fn load_python(
     // goes (when `plugin` is dropped) rather than idling for the rest of the run.
     let offers = !hello.callbacks.is_empty()
         || !hello.middleware.is_empty()
+        || !hello.sections.is_empty()
         || !hello.tools.is_empty()
         || !hello.commands.is_empty();
     if hello.error.is_none() || offers {
@@ -459,6 +460,24 @@ fn load_python(
         match registry.add_command(spec, handler) {
             Ok(()) => entry.commands.push(name),
             Err(why) => tracing::warn!("{why}"),
+        }
+    }
+    for section in &hello.sections {
+        let spec = crate::prompt_sections::SectionSpec {
+            id: text(section, "id"),
+            position: text(section, "position"),
+            max_chars: section["max_chars"]
+                .as_u64()
+                .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            source: manifest.name.clone(),
+        };
+        let source = std::sync::Arc::new(python::SectionGroup {
+            plugin: plugin.clone(),
+            content: section["content"].as_str().map(str::to_string),
+        });
+        if let Err(why) = registry.add_prompt_section(spec, source) {
+            tracing::warn!("{why}");
+            entry.warnings.push(why);
         }
     }
     // Middleware: one link per kind, holding all of the plugin's callbacks of that kind.

@@ -172,6 +172,9 @@ pub struct Hello {
     pub commands: Vec<Value>,
     /// `(middleware kind, callback name)` in registration order.
     pub middleware: Vec<(String, String)>,
+    /// Its system prompt sections: `{"id", "position", "max_chars", "content"}`, `content`
+    /// the text, or null when a callable renders it per session.
+    pub sections: Vec<Value>,
     /// `(hook, callback name)` in registration order.
     pub callbacks: Vec<(String, String)>,
     /// Calls to `ctx` methods this host does not offer, one line each.
@@ -416,6 +419,7 @@ impl Worker {
                 middleware: pairs(&hello["middleware"]),
                 tools: hello["tools"].as_array().cloned().unwrap_or_default(),
                 commands: hello["commands"].as_array().cloned().unwrap_or_default(),
+                sections: hello["sections"].as_array().cloned().unwrap_or_default(),
                 warnings: hello["warnings"]
                     .as_array()
                     .map(|w| {
@@ -488,10 +492,23 @@ impl PythonPlugin {
         &self.launch.interpreter
     }
 
-    /// One request to the worker other than a firing (middleware, a tool, a command; see
-    /// `python_driver.py`), supervised as a firing is: a crash or a hang is named and the
-    /// worker restarted. `what` and `label` name it in those messages.
-    fn request(&self, what: &str, label: &str, message: &Value) -> Result<Value, String> {
+    /// One request to the worker other than a firing (middleware, a tool, a command, a
+    /// section; see `python_driver.py`), supervised as a firing is: a crash or a hang is
+    /// named and the worker restarted. `what` and `label` name it in those messages; `host`
+    /// answers what the worker asks of the host meanwhile.
+    fn request(
+        &self,
+        what: &str,
+        label: &str,
+        message: &Value,
+        host: HostCalls<'_>,
+    ) -> Result<Value, String> {
+        let Some(_busy) = crate::reentry::enter(std::ptr::from_ref(self) as usize) else {
+            return Err(format!(
+                "plugin '{}' is already answering a call on this thread (a tool it dispatched came back to it)",
+                self.name()
+            ));
+        };
         let timeout = self.supervisor.timeout;
         let spawn = || {
             let mut worker = self.launch.spawn()?;
@@ -500,7 +517,7 @@ impl PythonPlugin {
         };
         self.supervisor
             .exchange(what, label, spawn, |worker| {
-                converse(worker, message, timeout, None)
+                converse(worker, message, timeout, host)
             })
             .map_err(|NoAnswer(why)| why)
     }
@@ -509,6 +526,15 @@ impl PythonPlugin {
     /// `count` answers, whatever happens; `label` names the callbacks in messages.
     fn fire(&self, view: &EventView<'_>, count: usize, label: &str) -> Vec<HookResult> {
         let hook = view.hook.as_str();
+        // The plugin's worker is waiting for the host on this thread (its command ran a tool
+        // whose hooks came back to it): it cannot answer, and waiting would never end.
+        let Some(_busy) = crate::reentry::enter(std::ptr::from_ref(self) as usize) else {
+            tracing::debug!(
+                "plugin '{}' has no opinion on {hook}: it fired for a tool the plugin itself dispatched",
+                self.name()
+            );
+            return std::iter::repeat_with(|| Ok(None)).take(count).collect();
+        };
         let timeout = self.supervisor.timeout;
         let spawn = || {
             let mut worker = self.launch.spawn()?;
@@ -539,6 +565,26 @@ impl PythonPlugin {
     }
 }
 
+/// Answers a worker's calls to the host during one exchange: `(capability, args)` to the
+/// reply line, `{"ok": answer}` or `{"error": message}`.
+type HostCalls<'a> = &'a dyn Fn(&str, &Value) -> Value;
+
+/// The host calls of a request that may run tools (a command's, a tool's): `tool.dispatch`.
+fn tool_calls(dispatch: crate::tools::Dispatch<'_>) -> impl Fn(&str, &Value) -> Value + '_ {
+    move |capability, args| match capability {
+        "tool.dispatch" => {
+            let name = args["name"].as_str().unwrap_or_default();
+            serde_json::json!({ "ok": dispatch(name, &args["args"]) })
+        }
+        other => serde_json::json!({ "error": format!("{other} is not offered here") }),
+    }
+}
+
+/// The host calls of a middleware request: none.
+fn no_calls(capability: &str, _: &Value) -> Value {
+    serde_json::json!({ "error": format!("{capability} is not offered to middleware here") })
+}
+
 impl super::SupervisedWorker for PythonPlugin {
     fn status(&self) -> (Option<u32>, u64, Option<String>) {
         self.supervisor.status()
@@ -557,7 +603,18 @@ fn exchange(
     timeout: Duration,
 ) -> Result<Vec<Value>, String> {
     let message = serde_json::json!({ "fire": view.hook.as_str(), "kw": kwargs(view) });
-    let mut answer = converse(worker, &message, timeout, Some(view))?;
+    let host = |capability: &str, args: &Value| {
+        let args = args.to_string();
+        match view.host.call(capability.into(), args.as_str().into()) {
+            RResult::ROk(answer) => {
+                let answer = serde_json::from_str::<Value>(answer.as_str())
+                    .unwrap_or_else(|_| Value::String(answer.into_string()));
+                serde_json::json!({ "ok": answer })
+            }
+            RResult::RErr(error) => serde_json::json!({ "error": error.as_str() }),
+        }
+    };
+    let mut answer = converse(worker, &message, timeout, &host)?;
     match answer.get_mut("answers").map(Value::take) {
         Some(Value::Array(answers)) => Ok(answers),
         Some(_) => Err("sent answers that are not a list".into()),
@@ -565,14 +622,14 @@ fn exchange(
     }
 }
 
-/// Sends `message`, answers the worker's calls (its own settings, and during a firing the
-/// capabilities `view` offers) until it says anything else, and returns that. An error is
-/// a crash (see [`Supervisor::exchange`]).
+/// Sends `message`, answers the worker's calls (its own settings, and whatever `host`
+/// offers) until it says anything else, and returns that. An error is a crash (see
+/// [`Supervisor::exchange`]).
 fn converse(
     worker: &mut Worker,
     message: &Value,
     timeout: Duration,
-    view: Option<&EventView<'_>>,
+    host: HostCalls<'_>,
 ) -> Result<Value, String> {
     let deadline = Instant::now() + timeout;
     worker.send(message)?;
@@ -588,28 +645,10 @@ fn converse(
         let Some(capability) = message.get("call").and_then(Value::as_str) else {
             return Ok(message);
         };
-        if let Some(reply) = worker.own_call(capability, &message["args"]) {
-            worker.send(&reply)?;
-            continue;
-        }
-        let reply = match view {
-            Some(view) => {
-                let args = message
-                    .get("args")
-                    .map(Value::to_string)
-                    .unwrap_or_default();
-                match view.host.call(capability.into(), args.as_str().into()) {
-                    RResult::ROk(answer) => {
-                        let answer = serde_json::from_str::<Value>(answer.as_str())
-                            .unwrap_or_else(|_| Value::String(answer.into_string()));
-                        serde_json::json!({ "ok": answer })
-                    }
-                    RResult::RErr(error) => serde_json::json!({ "error": error.as_str() }),
-                }
-            }
-            None => serde_json::json!({
-                "error": format!("{capability} is not offered to middleware here")
-            }),
+        let args = message.get("args").unwrap_or(&Value::Null);
+        let reply = match worker.own_call(capability, args) {
+            Some(reply) => reply,
+            None => host(capability, args),
         };
         worker.send(&reply)?;
     }
@@ -803,7 +842,10 @@ impl crate::middleware::Middleware for MiddlewareGroup {
     ) -> crate::middleware::Rewrite {
         let kw = crate::middleware::callback_kwargs(kind, &payload, original, context);
         let message = serde_json::json!({ "middleware": kind.name(), "kw": kw });
-        match self.plugin.request(kind.name(), &self.label, &message) {
+        match self
+            .plugin
+            .request(kind.name(), &self.label, &message, &no_calls)
+        {
             Ok(mut answer) => {
                 let mut rewritten = answer["rewritten"].take();
                 let strings = |v: &Value| -> Vec<String> {
@@ -846,7 +888,9 @@ impl crate::middleware::Middleware for MiddlewareGroup {
         let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let kw = crate::middleware::callback_kwargs(kind, &payload, original, context);
         let start = serde_json::json!({ "middleware": kind.name(), "kw": kw, "id": id });
-        let mut answer = self.plugin.request(kind.name(), &self.label, &start);
+        let mut answer = self
+            .plugin
+            .request(kind.name(), &self.label, &start, &no_calls);
         // What the rest of the chain answered, once the plugin's wrappers passed it on.
         let mut downstream: Option<Result<Value, String>> = None;
         loop {
@@ -879,7 +923,9 @@ impl crate::middleware::Middleware for MiddlewareGroup {
                     Err(error) => serde_json::json!({ "resume": id, "error": error }),
                 };
                 downstream = Some(result);
-                answer = self.plugin.request(kind.name(), &self.label, &resume);
+                answer = self
+                    .plugin
+                    .request(kind.name(), &self.label, &resume, &no_calls);
                 continue;
             }
             if let Some(error) = message.get("error").and_then(Value::as_str) {
@@ -897,10 +943,19 @@ pub struct ToolGroup {
 }
 
 impl crate::tools::ToolHandler for ToolGroup {
-    fn call(&self, name: &str, args: &Value, context: &Map<String, Value>) -> String {
+    fn call(
+        &self,
+        name: &str,
+        args: &Value,
+        context: &Map<String, Value>,
+        dispatch: crate::tools::Dispatch<'_>,
+    ) -> String {
         let message = serde_json::json!({ "tool": name, "args": args, "kw": context });
         let label = format!("{}::{name}", self.plugin.name());
-        match self.plugin.request(name, &label, &message) {
+        match self
+            .plugin
+            .request(name, &label, &message, &tool_calls(dispatch))
+        {
             Ok(answer) => match answer.get("tool_result") {
                 Some(Value::String(result)) => result.clone(),
                 _ => serde_json::json!({ "error": format!("plugin '{}' answered tool {name} with no result", self.plugin.name()) }).to_string(),
@@ -920,10 +975,17 @@ pub struct CommandGroup {
 }
 
 impl crate::commands::CommandHandler for CommandGroup {
-    fn run(&self, name: &str, raw_args: &str) -> Result<Option<String>, String> {
+    fn run(
+        &self,
+        name: &str,
+        raw_args: &str,
+        dispatch: crate::tools::Dispatch<'_>,
+    ) -> Result<Option<String>, String> {
         let message = serde_json::json!({ "command": name, "raw_args": raw_args });
         let label = format!("{}::/{name}", self.plugin.name());
-        let answer = self.plugin.request(&format!("/{name}"), &label, &message)?;
+        let answer =
+            self.plugin
+                .request(&format!("/{name}"), &label, &message, &tool_calls(dispatch))?;
         if let Some(error) = answer.get("error").and_then(Value::as_str) {
             return Err(error.to_string());
         }
@@ -931,6 +993,32 @@ impl crate::commands::CommandHandler for CommandGroup {
             .get("command_result")
             .and_then(Value::as_str)
             .map(str::to_string))
+    }
+}
+
+/// One system prompt section of a Python plugin: its text, or its renderer in the worker.
+pub struct SectionGroup {
+    /// The plugin.
+    pub plugin: Arc<PythonPlugin>,
+    /// The text, when the plugin registered a string rather than a callable.
+    pub content: Option<String>,
+}
+
+impl crate::prompt_sections::SectionSource for SectionGroup {
+    fn render(&self, id: &str, info: &Value) -> Result<Option<String>, String> {
+        if let Some(content) = &self.content {
+            return Ok(Some(content.clone()));
+        }
+        let message = serde_json::json!({ "section": id, "info": info });
+        let label = format!("{}::{id}", self.plugin.name());
+        let answer = self.plugin.request(id, &label, &message, &no_calls)?;
+        if let Some(error) = answer.get("error").and_then(Value::as_str) {
+            return Err(error.to_string());
+        }
+        match answer.get("section_text") {
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            _ => Ok(None),
+        }
     }
 }
 

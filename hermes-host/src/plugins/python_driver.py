@@ -130,8 +130,6 @@ class PluginManifest:
 # What each member this host lacks does here instead, said once per plugin and member.
 _NOT_HERE = {
     "register_cli_command": "hermes here has no plugin CLI commands",
-    "register_system_prompt_section": "the scripted model here has no system prompt sections yet",
-    "dispatch_tool": "plugin tools cannot be dispatched here yet; it returns an error result",
     "inject_message": "messages cannot be injected here; it returns False",
     "register_approval_transport": "approvals here are hermes's own",
     "register_context_engine": "this host keeps its own context",
@@ -160,6 +158,7 @@ _NOT_HERE["register_secret_source"] = "this host has no secret sources"
 
 
 _UNSET = object()
+_SECTION_MAX_CHARS = 4000
 _SETTING_SEGMENT = "[A-Za-z0-9][A-Za-z0-9_-]{0,127}"
 _SETTING_RESERVED_ROOTS = frozenset({"model", "plugins", "security", "settings"})
 
@@ -317,6 +316,7 @@ class PluginContext:
         self._middleware = []
         self._tools = {}
         self._commands = {}
+        self._sections = {}
         self._warned = set()
         self._hello_sent = False
         self._unload = []
@@ -439,8 +439,41 @@ class PluginContext:
             "hermes-hooks has no MCP servers")
 
     def dispatch_tool(self, tool_name, args, **kwargs):
-        self._not_here("dispatch_tool")
-        return json.dumps({"error": f"hermes-hooks cannot dispatch tool {tool_name!r} from a plugin"})
+        """The reference's: runs a tool and returns its result text. The plugin's own tools
+        run here, directly, as the reference's registry runs them; any other tool (hermes's
+        own, another plugin's) runs in the host as the model's calls do, through the user's
+        hooks and approvals, which is how a slash command reaches `terminal` or
+        `delegate_task`. Outside a command or a tool there is no call to run it in: the
+        result is an error, as the reference's for a tool it cannot find."""
+        if tool_name in self._tools:
+            message = {"tool": tool_name, "args": args if isinstance(args, dict) else {}, "kw": kwargs}
+            return _run_tool(self._tools, message)["tool_result"]
+        try:
+            return _call_host("tool.dispatch", {"name": str(tool_name),
+                                                "args": args if isinstance(args, dict) else {}})
+        except RuntimeError as e:
+            return json.dumps({"error": f"Tool {tool_name} cannot be dispatched: {e}"})
+
+    def register_system_prompt_section(self, id, content, *, position="after_memory",
+                                       max_chars=_SECTION_MAX_CHARS):
+        """The reference's: bounded text (or a callable given the session's info) put at the
+        head of every new session's prompt. Invalid arguments raise as there."""
+        import re
+        if not isinstance(id, str) or not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,127}", id):
+            raise ValueError("system prompt section id must be 1-128 lowercase characters "
+                             "using letters, numbers, '.', '_', or '-'")
+        if not isinstance(content, str) and not callable(content):
+            raise TypeError("system prompt section content must be a string or callable")
+        if position != "after_memory":
+            raise ValueError("system prompt section position must be one of: after_memory")
+        if (isinstance(max_chars, bool) or not isinstance(max_chars, int)
+                or not 0 < max_chars <= _SECTION_MAX_CHARS):
+            raise ValueError(f"system prompt section max_chars must be between 1 and {_SECTION_MAX_CHARS}")
+        if id in self._sections:
+            raise ValueError(f"system prompt section {id!r} is already registered by plugin {self.plugin_id!r}")
+        self._sections[id] = {"content": content, "spec": {
+            "id": id, "position": position, "max_chars": max_chars,
+            "content": content if isinstance(content, str) else None}}
 
     def inject_message(self, content, role="user", *, session_key=None):
         self._not_here("inject_message")
@@ -839,6 +872,10 @@ def _outcome(execution):
 #   host:   {"tool": "<name>", "args": {...}, "kw": {...}}   worker: {"tool_result": "<text>"}
 #   host:   {"command": "<name>", "raw_args": "..."}          worker: {"command_result": str|null}
 #                                                              or {"error": "..."}
+#   host:   {"section": "<id>", "info": {...}}                worker: {"section_text": str|null}
+#                                                              or {"error": "..."}
+#   While a tool or a command runs, `ctx.dispatch_tool` asks the host for another tool:
+#   worker: {"call": "tool.dispatch", "args": {"name", "args"}}  host: {"ok": "<result text>"}
 
 def _run_tool(tools, message):
     name = message.get("tool")
@@ -871,6 +908,24 @@ def _run_tool(tools, message):
     return {"tool_result": json.dumps({
         "error": f"Tool handler returned unsupported result type: {type(result).__name__}",
         "error_type": "tool_result_contract"})}
+
+
+def _render_section(sections, message):
+    entry = sections.get(message.get("section"))
+    if entry is None:
+        return {"error": f"no section {message.get('section')}"}
+    content = entry["content"]
+    if not callable(content):
+        return {"section_text": content}
+    import types
+    info = types.MappingProxyType(dict(message.get("info") or {}))
+    try:
+        value = content(info)
+    except (Exception, SystemExit) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    if value is None or isinstance(value, str):
+        return {"section_text": value}
+    return {"error": f"returned {type(value).__name__}, not str; skipped"}
 
 
 def _run_command(commands, message):
@@ -1059,6 +1114,7 @@ def main():
         "middleware": [[kind, _callback_name(callback)] for kind, callback in ctx._middleware],
         "tools": [entry["spec"] for entry in ctx._tools.values()],
         "commands": [entry["spec"] for entry in ctx._commands.values()],
+        "sections": [entry["spec"] for entry in ctx._sections.values()],
         "warnings": ctx.warnings,
         "error": error,
     }})
@@ -1074,6 +1130,9 @@ def main():
             continue
         if "command" in message:
             _PROTOCOL.send(_run_command(ctx._commands, message))
+            continue
+        if "section" in message:
+            _PROTOCOL.send(_render_section(ctx._sections, message))
             continue
         if "fire" not in message:
             _PROTOCOL.send(_middleware_message(message, by_kind))

@@ -101,6 +101,9 @@ pub struct Session {
     pub script_dir: PathBuf,
     /// The session's transcript and environment file, when the agent keeps them.
     pub files: Option<Arc<session_files::SessionFiles>>,
+    /// The plugins' system prompt sections, rendered once when the session started, at the
+    /// head of every request (`None`: no plugin had any).
+    pub system_prompt: Option<String>,
 }
 
 /// The ids that tie one turn's firings together, as the reference's observers key their
@@ -189,6 +192,7 @@ impl Session {
             cwd: cwd.to_path_buf(),
             script_dir: cwd.to_path_buf(),
             files: None,
+            system_prompt: None,
         }
     }
 }
@@ -371,7 +375,8 @@ impl Agent {
                 "args": args,
             }),
         );
-        let response = match commands.run(&name, &args)? {
+        let dispatch = |tool: &str, args: &Value| self.dispatch_tool(session, tool, args);
+        let response = match commands.run(&name, &args, &dispatch)? {
             Ok(answer) => answer,
             Err(why) => {
                 tracing::warn!("command /{name} of plugin '{source}' failed: {why}");
@@ -471,6 +476,17 @@ impl Agent {
             };
             self.fire(SessionStartEvent::HOOK, &event.fields());
             self.stop_asked(session, &mut stop);
+            let sections = self.registry.prompt_sections();
+            if !sections.is_empty() {
+                session.system_prompt = sections.render(&json!({
+                    "session_id": session.id,
+                    "platform": session.platform,
+                    "model": session.model,
+                    "user_id": session.user_id,
+                    "chat_id": session.chat_id,
+                    "cwd": session.cwd,
+                }));
+            }
         }
         self.transcript
             .line(session, &format!("user: {user_message}"));
@@ -657,6 +673,7 @@ impl Agent {
             };
             let request = model::request(
                 &self.registry,
+                session.system_prompt.as_deref(),
                 &session.history,
                 &session.model,
                 model_input,
@@ -736,6 +753,11 @@ impl Agent {
                 if step.echo {
                     if !text.is_empty() {
                         text.push_str("\n\n");
+                    }
+                    if let Some(system) = &session.system_prompt {
+                        text.push_str(&format!(
+                            "[the system prompt the model received: {system}]\n\n"
+                        ));
                     }
                     text.push_str(&format!("[the model received: {model_input}]"));
                     // What llm_request middleware made of the request, when it changed it.
@@ -1092,8 +1114,9 @@ impl Agent {
                 context.insert("tool_call_id".into(), json!(ids.tool_call_id));
                 context.insert("turn_id".into(), json!(ids.turn_id));
                 let plugin_tools = self.registry.tools();
+                let dispatch = |tool: &str, args: &Value| self.dispatch_tool(session, tool, args);
                 plugin_tools
-                    .dispatch(other, args, &context)
+                    .dispatch(other, args, &context, &dispatch)
                     .unwrap_or_else(|| {
                         let names: Vec<&str> = tools::NAMES
                             .iter()
@@ -1107,6 +1130,30 @@ impl Agent {
                     })
             }
         }
+    }
+
+    /// A tool a plugin's command or tool asked for (`ctx.dispatch_tool`), run as the
+    /// model's calls are: middleware, `pre_tool_call` (a guard blocks it as it would block
+    /// the model), approvals, the tool, `post_tool_call` and transforms.
+    pub fn dispatch_tool(&self, session: &Session, tool: &str, args: &Value) -> String {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let turn_id = format!("{}-t{}", session.id, session.turns);
+        let call_id = format!("dispatch-{n}");
+        let call = ToolCall {
+            tool: tool.to_string(),
+            args: if args.is_object() {
+                args.clone()
+            } else {
+                json!({})
+            },
+        };
+        let ids = CallIds {
+            turn_id: &turn_id,
+            api_request_id: "",
+            tool_call_id: &call_id,
+        };
+        self.tool_call(session, &call, ids)
     }
 
     /// `send_message`: `{"target": "<platform>:<chat_id>" | "<chat_id>", "message": ".."}`

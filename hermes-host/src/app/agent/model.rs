@@ -50,11 +50,13 @@ pub(super) struct Shown {
     pub content_chars: i64,
 }
 
-/// Builds the request of one pass: the history, with `model_input` as its last user
-/// message (the user's message with context, or a Stop hook's reason), run through
-/// `llm_request` middleware with the call's `context`.
+/// Builds the request of one pass: the session's `system` prompt (the plugins' sections),
+/// the history, with `model_input` as its last user message (the user's message with
+/// context, or a Stop hook's reason), run through `llm_request` middleware with the call's
+/// `context`.
 pub(super) fn request(
     registry: &Registry,
+    system: Option<&str>,
     history: &[Value],
     model: &str,
     model_input: &str,
@@ -66,7 +68,7 @@ pub(super) fn request(
         || chain.has(Kind::LlmExecution);
     if !wanted {
         return Request {
-            chars: model_input.len(),
+            chars: model_input.len() + system.map_or(0, str::len),
             ..Request::default()
         };
     }
@@ -75,6 +77,9 @@ pub(super) fn request(
     match messages.iter_mut().rev().find(|m| m["role"] == "user") {
         Some(last) => last["content"] = json!(model_input),
         None => messages.push(json!({ "role": "user", "content": model_input })),
+    }
+    if let Some(system) = system {
+        messages.insert(0, json!({ "role": "system", "content": system }));
     }
     let offered: Vec<&str> = tools::NAMES
         .iter()

@@ -64,7 +64,13 @@ pub(crate) fn run(
             )
         }
         "help" => help(core),
-        other => match core.agent().registry.commands().run(other, args) {
+        other => match core
+            .agent()
+            .registry
+            .commands()
+            .run(other, args, &|tool, args| {
+                core.agent().dispatch_tool(&live.session, tool, args)
+            }) {
             Some(Ok(Some(answer))) => answer,
             // The plugin's handler answered nothing: nothing is sent.
             Some(Ok(None)) => return,
