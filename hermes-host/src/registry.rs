@@ -85,6 +85,20 @@ pub trait ExternalGroup: Send + Sync {
     /// in registration order. A worker that fails answers for all of them (usually no
     /// opinion, or a block for a fail-closed guard, in the first).
     fn run_all(&self, event: &EventView<'_>) -> Vec<HookResult>;
+
+    /// One group answering for this group's callbacks and then `next`'s, when both live in
+    /// the same worker: the registry joins a group with the one before it in a hook's
+    /// order, so that neighbours in one worker cost one round trip per firing, not one
+    /// each. `None` (the default): they stay apart.
+    fn join(&self, next: &dyn ExternalGroup) -> Option<Arc<dyn ExternalGroup>> {
+        let _ = next;
+        None
+    }
+
+    /// The group as `Any`, for [`join`](ExternalGroup::join) to recognise its own kind.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// A command line and the standard input an external hook would give it.
@@ -369,6 +383,17 @@ impl Registry {
         }
     }
 
+    fn slot_mut(&mut self, hook: &str) -> Option<&mut HookEntries> {
+        match hooks::HOOKS.iter().position(|h| h.name == hook) {
+            Some(i) => self.known.get_mut(i),
+            None => self
+                .unknown
+                .iter_mut()
+                .find(|(name, _)| name == hook)
+                .map(|(_, slot)| slot),
+        }
+    }
+
     /// Appends a native plugin callback.
     pub fn add_native(
         &mut self,
@@ -428,13 +453,34 @@ impl Registry {
         labels: Vec<String>,
         group: Arc<dyn ExternalGroup>,
     ) {
+        // Joined with the group just before it in this hook's order when the two can answer
+        // together: its entries move to the joined group, and these follow them.
+        let mut group = group;
+        let mut first_member = 0;
+        if let Some(slot) = self.slot_mut(hook) {
+            if let Some(Callback::Member(previous, _)) = slot.entries.last().map(|e| &e.callback) {
+                if let Some(joined) = previous.join(&*group) {
+                    let previous = previous.clone();
+                    for entry in slot.entries.iter_mut().rev() {
+                        match &entry.callback {
+                            Callback::Member(g, k) if Arc::ptr_eq(g, &previous) => {
+                                first_member = first_member.max(k + 1);
+                                entry.callback = Callback::Member(joined.clone(), *k);
+                            }
+                            _ => break,
+                        }
+                    }
+                    group = joined;
+                }
+            }
+        }
         for (member, label) in labels.into_iter().enumerate() {
             self.add(
                 hook,
                 Entry {
                     source: source.clone(),
                     label,
-                    callback: Callback::Member(group.clone(), member),
+                    callback: Callback::Member(group.clone(), first_member + member),
                 },
             );
         }

@@ -1648,6 +1648,206 @@ fn a_print_flood_never_reaches_the_protocol_and_the_answer_arrives() {
 }
 
 // ---------------------------------------------------------------------------------------
+// One interpreter for the plugins of a home
+
+/// A plugin that records its worker's pid when it registers, blocks `alive` naming
+/// itself and its pid when `blocks`, and runs `crash` (Python statements) on a tool called
+/// `crash`.
+fn neighbour(env: &Env, name: &str, manifest_extra: &str, blocks: bool, crash: &str) {
+    let answer = if blocks {
+        format!("return {{'action': 'block', 'message': '{name} ' + str(os.getpid())}}")
+    } else {
+        "return None".to_string()
+    };
+    env.plugin(
+        name,
+        &format!("name: {name}\n{manifest_extra}"),
+        &[(
+            "__init__.py",
+            &format!(
+                "import os\n\
+                 def guard(tool_name, **kw):\n    if tool_name == 'crash':\n        {crash}\n    {answer}\n\
+                 def register(ctx):\n    with open(os.path.join(os.environ['HERMES_HOME'], 'pids'), 'a') as f:\n        f.write('{name} %d\\n' % os.getpid())\n    ctx.register_hook('pre_tool_call', guard)\n"
+            ),
+        )],
+    );
+}
+
+fn pids(env: &Env) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_to_string(env.home().join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, pid)| (name.to_string(), pid.to_string()))
+        .collect()
+}
+
+/// The Python plugins of a home run in one interpreter, as in Hermes (one process, not
+/// one per plugin); a plugin with `isolation: process` keeps a worker of its own. The
+/// callbacks of neighbours answer in one round trip and still in the registry's order,
+/// each under its own label: the first block wins.
+#[test]
+fn the_plugins_of_a_home_share_one_interpreter_and_an_isolated_one_has_its_own() {
+    let env = Env::new();
+    for name in ["a-one", "b-two", "c-three"] {
+        neighbour(&env, name, "", name != "a-one", "pass");
+    }
+    neighbour(&env, "d-alone", "isolation: process\n", true, "pass");
+    env.config("plugins:\n  enabled: [a-one, b-two, c-three, d-alone]\n");
+    let hooks = env.load();
+    let pids = pids(&env);
+    assert_eq!(pids.len(), 4, "{pids:?}");
+    assert_eq!(pids["a-one"], pids["b-two"]);
+    assert_eq!(pids["a-one"], pids["c-three"]);
+    assert_ne!(pids["a-one"], pids["d-alone"]);
+    let workers: Vec<Option<u32>> = hooks
+        .report()
+        .plugins
+        .iter()
+        .map(|p| p.worker_pid)
+        .collect();
+    assert_eq!(workers[0], workers[1]);
+    assert_eq!(workers[0], workers[2]);
+    assert_ne!(workers[0], workers[3]);
+    let labels: Vec<&str> = hooks
+        .entries("pre_tool_call")
+        .iter()
+        .map(|e| e.label.as_str())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "a-one::guard",
+            "b-two::guard",
+            "c-three::guard",
+            "d-alone::guard"
+        ]
+    );
+    let verdict = hooks.pre_tool_call(&tool_call("alive", "{}"));
+    assert_eq!(
+        verdict.blocked.unwrap().message,
+        format!("b-two {}", pids["b-two"])
+    );
+}
+
+/// A crash in the shared interpreter is reported naming the plugin whose callback was
+/// running (not its neighbours), the interpreter comes back at the next firing, and after
+/// five crashes the plugin is disabled while its neighbours go on in a new interpreter.
+#[test]
+fn a_crash_in_the_shared_interpreter_names_its_plugin_and_the_others_come_back() {
+    let env = Env::new();
+    neighbour(&env, "a-calm", "", false, "pass");
+    neighbour(&env, "b-bad", "", false, "os._exit(3)");
+    neighbour(&env, "c-calm", "", true, "pass");
+    env.config("plugins:\n  enabled: [a-calm, b-bad, c-calm]\n");
+    let out = env.fire_tool(r#"{"tool_name": "crash"}"#, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "Plugin 'b-bad' crashed in hook 'pre_tool_call' (callback b-bad::guard): exit status 3"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(!stderr.contains("Plugin 'a-calm' crashed"), "{stderr}");
+    assert!(!stderr.contains("Plugin 'c-calm' crashed"), "{stderr}");
+    let hooks = env.load();
+    let alive = |hooks: &Hooks| {
+        hooks
+            .pre_tool_call(&tool_call("alive", "{}"))
+            .blocked
+            .map(|b| b.message)
+    };
+    let first = alive(&hooks).expect("c-calm answers");
+    for _ in 0..5 {
+        let _ = hooks.pre_tool_call(&tool_call("crash", "{}"));
+        let started = Instant::now();
+        while alive(&hooks).is_none() && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // b-bad is disabled; the interpreter of the other two runs on, a new one.
+    let report = hooks.report();
+    let bad = report.plugins.iter().find(|p| p.name == "b-bad").unwrap();
+    assert_eq!(
+        bad.worker.as_ref().unwrap().status().2.as_deref(),
+        Some("exit status 3")
+    );
+    let now = alive(&hooks).expect("c-calm still answers");
+    assert_ne!(now, first, "a new interpreter answers");
+    let verdict = hooks.pre_tool_call(&tool_call("crash", "{}"));
+    assert!(
+        verdict.blocked.is_some(),
+        "b-bad no longer runs, c-calm answers"
+    );
+}
+
+/// A plugin whose import kills the interpreter is named with the cause and left out; its
+/// neighbours load in a new interpreter and decide.
+#[test]
+fn a_plugin_whose_import_kills_the_interpreter_does_not_take_its_neighbours_down() {
+    let env = Env::new();
+    env.plugin(
+        "a-dies",
+        "name: a-dies\n",
+        &[("__init__.py", "import os\nos._exit(5)\n")],
+    );
+    neighbour(&env, "b-fine", "", true, "pass");
+    env.config("plugins:\n  enabled: [a-dies, b-fine]\n");
+    let out = env.fire_tool(r#"{"tool_name": "alive"}"#, &[]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("Outcome: blocked by b-fine::guard"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("plugins/a-dies: the Python worker failed while loading the plugin (closed its end of the protocol; exit status 5)"),
+        "{shown}"
+    );
+    let list = text(&env.run(&["plugins", "list"], &[]));
+    let dies = list
+        .lines()
+        .skip_while(|l| !l.contains("a-dies"))
+        .take(6)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(dies.contains("exit status 5"), "{list}");
+}
+
+/// What plugins sharing an interpreter print or log is filed under each one's name.
+#[test]
+fn neighbours_logs_and_prints_are_filed_under_their_own_names() {
+    let env = Env::new();
+    for name in ["p-one", "p-two"] {
+        env.plugin(
+            name,
+            &format!("name: {name}\n"),
+            &[(
+                "__init__.py",
+                &format!(
+                    "import logging\ndef cb(**kw):\n    print('printed by {name}')\n    logging.getLogger('x').warning('logged by {name}')\n\
+                     def register(ctx):\n    ctx.register_hook('pre_tool_call', cb)\n"
+                ),
+            )],
+        );
+    }
+    env.config("plugins:\n  enabled: [p-one, p-two]\n");
+    let out = env.fire_tool(r#"{"tool_name": "x"}"#, &[("HERMES_LOG", "info")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for name in ["p-one", "p-two"] {
+        for what in ["printed", "logged"] {
+            let line = stderr
+                .lines()
+                .find(|l| l.contains(&format!("{what} by {name}")))
+                .unwrap_or_else(|| panic!("{what} by {name}: {stderr}"));
+            assert!(line.contains(&format!("plugin=\"{name}\"")), "{line}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Logging
 
 #[test]

@@ -188,27 +188,38 @@ pub fn load_all(
     // Every Python worker starts now, before any waits for its hello, so their interpreters
     // start in parallel; each is then taken up at its plugin's place in the order.
     // `.env` is read (and judged) only when a Python plugin will start.
-    let mut context = None;
-    let mut launching: Vec<Option<python::Launching>> = candidates
+    let to_start: Vec<(usize, python::ToStart<'_>)> = candidates
         .iter()
-        .map(|c| match (&c.status, &c.manifest) {
+        .enumerate()
+        .filter_map(|(i, c)| match (&c.status, &c.manifest) {
             (Status::Enabled, Ok(m)) if m.kind == PluginKind::Python => {
-                let context = context.get_or_insert_with(|| {
-                    python::WorkerContext::new(home.root(), options.host_config.clone())
-                });
-                let entry_point = c.entry_point.as_ref();
-                Some(python::launch(
-                    m,
-                    &c.key,
-                    &c.dir,
-                    entry_point,
-                    &interpreter,
-                    context,
+                let isolation = isolation_of(config, &m.name, m.isolation).unwrap_or_default();
+                Some((
+                    i,
+                    python::ToStart {
+                        manifest: m,
+                        key: &c.key,
+                        dir: &c.dir,
+                        entry_point: c.entry_point.as_ref(),
+                        isolated: isolation == Isolation::Process,
+                    },
                 ))
             }
             _ => None,
         })
         .collect();
+    let mut launching: Vec<Option<python::Launching>> = candidates.iter().map(|_| None).collect();
+    if !to_start.is_empty() {
+        let context = python::WorkerContext::new(home.root(), options.host_config.clone());
+        let starts: Vec<python::ToStart<'_>> = to_start.iter().map(|(_, s)| *s).collect();
+        for ((i, _), started) in
+            to_start
+                .iter()
+                .zip(python::launch(&starts, &interpreter, &context))
+        {
+            launching[*i] = Some(started);
+        }
+    }
     for (index, candidate) in candidates.into_iter().enumerate() {
         let mut entry = PluginReport {
             key: candidate.key.clone(),
@@ -501,11 +512,7 @@ fn load_python(
         registry.add_middleware(kind, std::sync::Arc::new(group));
     }
     for (hook, labels) in hooks {
-        let group = python::HookGroup {
-            plugin: plugin.clone(),
-            count: labels.len(),
-            label: labels.join(", "),
-        };
+        let group = python::HookGroup::new(plugin.clone(), labels.len(), labels.join(", "));
         registry.add_group(
             hook,
             crate::registry::Source::Python(manifest.name.as_str().into()),
@@ -514,7 +521,13 @@ fn load_python(
         );
     }
     if let Some(error) = hello.error {
-        let error = format!("{}: {error}", entry.dir.join("__init__.py").display());
+        // An error of the worker names the directory already; one of the plugin's code gets
+        // the file it came from.
+        let error = if error.starts_with(&entry.dir.display().to_string()) {
+            error
+        } else {
+            format!("{}: {error}", entry.dir.join("__init__.py").display())
+        };
         tracing::warn!("Failed to load plugin '{}': {error}", manifest.name);
         entry.error = Some(error);
     }

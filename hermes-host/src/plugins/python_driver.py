@@ -1,30 +1,41 @@
-# The worker of one Hermes Python plugin (hermes-host, src/plugins/python_driver.py).
+# The worker of Hermes Python plugins (hermes-host, src/plugins/python_driver.py): one
+# interpreter for all the plugins of a home (as Hermes runs them), or for one plugin with
+# `isolation: process`.
 #
-# Started as `python3 -I -B -c <this file> <plugin dir> <key> <name> <log level> <entry point>`
-# by the host, which supervises it (src/plugins/python.rs). It imports the plugin's
-# `__init__.py` as the package `hermes_plugins.<key>` (as the reference does, so relative
-# imports and sibling modules work), or, for a pip-installed plugin (a non-empty entry point
-# name), loads its entry point of the `hermes_agent.plugins` group as the reference's
-# `_load_entrypoint_module` does; then calls `register(ctx)`, and runs the plugin's callbacks
+# Started as `python3 -I -B -c <this file> <log level>` by the host, which supervises it
+# (src/plugins/python.rs). Its first message says which plugins to load; each is imported as
+# the package `hermes_plugins.<key>` (as the reference does, so relative imports and sibling
+# modules work), or, for a pip-installed plugin, loaded from its entry point of the
+# `hermes_agent.plugins` group as the reference's `_load_entrypoint_module` does; then its
+# `register(ctx)` runs with a `ctx` of its own, and the worker runs the plugins' callbacks
 # for the host.
 #
 # Channels:
 #   fd 3     the protocol, a socket: JSON lines both ways, nothing else ever written to it.
-#   fd 1, 2  the log channel, a pipe the host reads: `print()` and anything a C extension
-#            writes become log lines; a `logging` record is one line starting with \x1f and
-#            a JSON object {"l": levelno, "n": logger name, "m": message}.
+#   fd 1, 2  the log channel, a pipe the host reads: a `logging` record or a line a plugin
+#            printed is one line starting with \x1f and a JSON object {"l": levelno, "n":
+#            logger name, "m": message, "p": the plugin running}; anything else (a C
+#            extension's output) is a line of text.
+#   fd 4     when present, a small shared file: the number (1-based, little-endian u32) of
+#            the plugin whose code runs, so that the host can name it if the worker dies.
 #   fd 0     /dev/null.
 #
 # Protocol:
-#   1. worker: {"hello": {"hooks": [[hook, callback name], ...], "warnings": [...],
-#                         "error": null | "<the exception's last line>"}}
-#   2. host:   {"fire": "<hook>", "kw": {<the hook's fields>}}
-#      worker: {"answers": [answer, ...]}, one per callback registered for that hook, in
-#              registration order: null (no opinion), [action, text, json] (the canonical
-#              reply), or {"error": "<str(exc)>"} (the callback raised).
-#      While a firing runs, a callback may ask the host for a capability:
-#      worker: {"call": "<capability>", "args": {...}}
-#      host:   {"ok": <answer>} | {"error": "<message>"}
+#   1. host:   {"load": [{"dir", "key", "name", "entry_point", "manifest", "skip"}, ...]}
+#      worker: {"hello": {"plugins": [{"hooks": [[hook, callback name], ...], "middleware",
+#                         "tools", "commands", "sections", "warnings",
+#                         "error": null | "<the exception's last line>"}, ...]}}
+#   2. host:   {"fire": "<hook>", "kw": {<the hook's fields>}, "ps": [plugin, ...]}
+#      worker: {"answers": [[answer, ...], ...]}, for each plugin in order one answer per
+#              callback it registered for the hook, in registration order: null (no
+#              opinion), [action, text, json] (the canonical reply), or {"error":
+#              "<str(exc)>"} (it raised).
+#      Requests for one plugin carry "p": its number (tools, commands, sections, middleware;
+#      see below).
+#      While a request runs, plugin code may ask the host for something:
+#      worker: {"call": "<capability>", "args": {...}, "p": plugin}
+#      host:   {"ok": <answer>} | {"error": "<message>"}, or first another request (the
+#              call ran a tool whose hooks are in this worker), answered as any other.
 # The host combines the answers by the hook's rule; this side only turns each Python
 # return value into the canonical reply, by the reference's rules for that hook.
 # Only what every worker needs is imported up front (asyncio and traceback when used): an
@@ -35,6 +46,7 @@ import io
 import json
 import logging
 import os
+import struct
 import sys
 import types
 
@@ -69,11 +81,22 @@ class _Protocol:
 _PROTOCOL = None
 
 
+_REQUESTS = ("fire", "tool", "command", "section", "middleware", "resume")
+
+
 def _call_host(capability, args):
-    _PROTOCOL.send({"call": capability, "args": args})
-    reply = _PROTOCOL.receive()
-    if reply is None:
-        raise RuntimeError(f"{capability}: the host closed this plugin's worker")
+    plugin = _CURRENT
+    _PROTOCOL.send({"call": capability, "args": args, "p": plugin.index if plugin else None})
+    while True:
+        reply = _PROTOCOL.receive()
+        if reply is None:
+            raise RuntimeError(f"{capability}: the host closed this plugin's worker")
+        if not any(key in reply for key in _REQUESTS):
+            break
+        # The host needs this worker before it can answer: a tool the call ran fired hooks
+        # of plugins here. Answered now, then the wait goes on.
+        _answer(reply)
+        _enter(plugin)
     if "error" in reply:
         raise RuntimeError(reply["error"])
     return reply.get("ok")
@@ -85,10 +108,39 @@ class _LogToHost(logging.Handler):
             message = record.getMessage()
             if record.exc_info:
                 message += "\n" + logging.Formatter().formatException(record.exc_info)
-            line = "\x1f" + json.dumps({"l": record.levelno, "n": record.name, "m": message}) + "\n"
-            os.write(2, line.encode("utf-8", "backslashreplace"))
+            _log_line(record.levelno, record.name, message)
         except Exception:
             self.handleError(record)
+
+
+def _log_line(level, name, message):
+    plugin = _CURRENT.name if _CURRENT else ""
+    line = "\x1f" + json.dumps({"l": level, "n": name, "m": message, "p": plugin}) + "\n"
+    os.write(2, line.encode("utf-8", "backslashreplace"))
+
+
+class _Printed(io.TextIOBase):
+    """`sys.stdout` and `sys.stderr`: each line printed becomes a log record naming the
+    plugin that printed it."""
+
+    def __init__(self):
+        self._pending = ""
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        text = self._pending + str(text)
+        *lines, self._pending = text.split("\n")
+        for line in lines:
+            if line.strip():
+                _log_line(20, "print", line)
+        return len(text)
+
+    def flush(self):
+        if self._pending.strip():
+            _log_line(20, "print", self._pending)
+        self._pending = ""
 
 
 class PluginManifest:
@@ -731,8 +783,10 @@ def _kwargs(hook, kw):
 # A wrapper chain runs on a thread of its own, so that while the host runs the tool or the
 # model request (which may fire this plugin's hooks) the main loop answers them.
 
-# The plugin's name, for messages: `<plugin>::<callback>`, as hooks' warnings name them.
-_PLUGIN = ""
+# The plugin whose code runs (an _Plugin), for messages (`<plugin>::<callback>`, as hooks'
+# warnings name them), log records, host calls and the host's crash report.
+_CURRENT = None
+_MARK = None
 
 _MIDDLEWARE_KINDS = frozenset({"tool_request", "tool_execution", "llm_request", "llm_execution"})
 
@@ -760,7 +814,7 @@ def _rewrite(callbacks, kind, kw):
             if hasattr(result, "__await__"):
                 result = _await(result)
         except Exception as e:
-            failures.append(f"Middleware '{kind}' callback {_PLUGIN}::{_callback_name(callback)} raised: {e}")
+            failures.append(f"Middleware '{kind}' callback {_CURRENT.name}::{_callback_name(callback)} raised: {e}")
             continue
         if isinstance(result, dict) and isinstance(result.get(key), dict):
             current = result[key]
@@ -781,6 +835,7 @@ class _Execution:
         import queue
         import threading
         self.callbacks, self.kind, self.kw, self.id = callbacks, kind, kw, ident
+        self.plugin = _CURRENT
         self.outbox = queue.Queue()   # what the thread says to the main loop
         self.inbox = queue.Queue()    # the host's answer to its `next`
         self.thread = threading.Thread(target=self._run, name=f"hermes-middleware-{ident}", daemon=True)
@@ -797,7 +852,7 @@ class _Execution:
         if index >= len(self.callbacks):
             return self._downstream(payload)
         callback = self.callbacks[index]
-        name = f"{_PLUGIN}::{_callback_name(callback)}"
+        name = f"{self.plugin.name}::{_callback_name(callback)}"
         state = {"called": False, "ok": False, "result": None}
 
         def next_call(next_payload=None):
@@ -832,6 +887,7 @@ class _Execution:
             return self._call_at(index + 1, payload)
 
     def _run(self):
+        _enter(self.plugin)
         try:
             result = self._call_at(0, self.kw.get(_payload_key(self.kind)))
             json.dumps(result)
@@ -991,9 +1047,8 @@ def _await(result):
     return _LOOP.run_until_complete(result)
 
 
-def _fire(callbacks, hook, kw):
+def _fire(callbacks, hook, kwargs):
     answers = []
-    kwargs = _kwargs(hook, kw)
     for callback in callbacks:
         try:
             result = callback(**kwargs)
@@ -1059,100 +1114,173 @@ def _honour_pythonpath():
     sys.path[0:0] = [e for e in entries if os.path.isabs(e)]
 
 
+class _Plugin:
+    """One plugin of this worker: its `ctx` and what it registered."""
+
+    def __init__(self, index, spec):
+        self.index = index
+        self.name = str(spec.get("name") or "")
+        self.key = str(spec.get("key") or self.name)
+        self.dir = str(spec.get("dir") or "")
+        self.entry_point = str(spec.get("entry_point") or "")
+        self.mark = struct.pack("<I", index + 1)
+        manifest = spec.get("manifest") if isinstance(spec.get("manifest"), dict) else {}
+        self.ctx = PluginContext(self.name, self.key, self.dir, manifest)
+        self.by_hook = {}
+        self.by_kind = {}
+        self.error = None
+
+    def load(self):
+        ctx = self.ctx
+        try:
+            if self.entry_point:
+                ep = _entry_point(self.entry_point)
+                ctx.manifest.source, ctx.manifest.path = "entrypoint", ep.value
+                module = ep.load()
+            else:
+                module = _load(self.dir, self.key, self.name)
+            register = getattr(module, "register", None)
+            if register is None:
+                self.error = "no register() function"
+            else:
+                register(ctx)
+        except Exception as e:
+            self.error = _last_line(e)
+        for hook, callback in ctx._hooks:
+            self.by_hook.setdefault(hook, []).append(callback)
+        for kind, callback in ctx._middleware:
+            self.by_kind.setdefault(kind, []).append(callback)
+        ctx._hello_sent = True
+
+    def hello(self):
+        ctx = self.ctx
+        return {
+            "hooks": [[hook, _callback_name(callback)] for hook, callback in ctx._hooks],
+            "middleware": [[kind, _callback_name(callback)] for kind, callback in ctx._middleware],
+            "tools": [entry["spec"] for entry in ctx._tools.values()],
+            "commands": [entry["spec"] for entry in ctx._commands.values()],
+            "sections": [entry["spec"] for entry in ctx._sections.values()],
+            "warnings": ctx.warnings,
+            "error": self.error,
+        }
+
+    def unload(self):
+        _enter(self)
+        for callback in reversed(self.ctx._unload):
+            try:
+                callback()
+            except Exception as e:
+                logging.getLogger("hermes").warning(
+                    "Plugin '%s' on_unload callback raised: %s", self.name, _last_line(e))
+
+
+_PLUGINS = []
+
+
+def _enter(plugin):
+    """Marks `plugin` as the one whose code runs now."""
+    global _CURRENT
+    _CURRENT = plugin
+    if _MARK is not None and plugin is not None:
+        _MARK[0:4] = plugin.mark
+
+
+def _plugin_of(message):
+    index = message.get("p")
+    if isinstance(index, int) and 0 <= index < len(_PLUGINS) and _PLUGINS[index] is not None:
+        return _PLUGINS[index]
+    return None
+
+
+# Most firings answer nothing at all: those answer lines are made once per callback count.
+_NO_OPINION = {}
+
+
+def _answer(message):
+    """Answers one request of the host."""
+    if "fire" in message:
+        hook = message.get("fire")
+        kwargs = _kwargs(hook, message.get("kw") or {})
+        answers = []
+        for index in message.get("ps") or ():
+            plugin = _PLUGINS[index] if isinstance(index, int) and 0 <= index < len(_PLUGINS) else None
+            if plugin is None:
+                answers.append([])
+                continue
+            _enter(plugin)
+            answers.append(_fire(plugin.by_hook.get(hook, ()), hook, kwargs))
+        if any(a is not None for plugin in answers for a in plugin):
+            _PROTOCOL.send({"answers": answers})
+            return
+        shape = tuple(len(a) for a in answers)
+        line = _NO_OPINION.get(shape)
+        if line is None:
+            line = _NO_OPINION[shape] = json.dumps({"answers": answers}).encode() + b"\n"
+        _PROTOCOL.write(line)
+        return
+    plugin = _plugin_of(message)
+    if plugin is None and "resume" not in message:
+        _PROTOCOL.send({"error": f"this worker has no plugin {message.get('p')!r}"})
+        return
+    _enter(plugin)
+    if "tool" in message:
+        _PROTOCOL.send(_run_tool(plugin.ctx._tools, message))
+    elif "command" in message:
+        _PROTOCOL.send(_run_command(plugin.ctx._commands, message))
+    elif "section" in message:
+        _PROTOCOL.send(_render_section(plugin.ctx._sections, message))
+    else:
+        _PROTOCOL.send(_middleware_message(message, plugin.by_kind if plugin else {}))
+
+
 def main():
-    global _PROTOCOL, _PLUGIN
-    plugin_dir, key, name, level = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    entry_point = sys.argv[5] if len(sys.argv) > 5 else ""
-    _PLUGIN = name
-    # Started with -I: the plugin's own directory is the one addition to the path, after
-    # the standard library and site-packages, so its sibling modules import but never
-    # shadow `json` or `logging`. A pip-installed plugin is on the path already.
-    if not entry_point:
-        sys.path.append(plugin_dir)
-    _honour_pythonpath()
+    global _PROTOCOL, _MARK
+    level = int(sys.argv[1])
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     sys.stdin = open(os.devnull, "r")
-    try:
-        sys.stdout.reconfigure(line_buffering=True)
-    except Exception:
-        pass
     _PROTOCOL = _Protocol()
     root = logging.getLogger()
     root.addHandler(_LogToHost())
     root.setLevel(level)
-    # plugin.yaml as the host read it, out of the environment before the plugin runs.
+    sys.stdout = sys.stderr = _Printed()
     try:
-        manifest_data = json.loads(os.environ.pop("HERMES_HOOKS_MANIFEST_JSON", "") or "{}")
-    except ValueError:
-        manifest_data = {}
-    ctx = PluginContext(name, key, plugin_dir, manifest_data)
-    error = None
-    try:
-        if entry_point:
-            ep = _entry_point(entry_point)
-            ctx.manifest.source, ctx.manifest.path = "entrypoint", ep.value
-            module = ep.load()
-        else:
-            module = _load(plugin_dir, key, name)
-        register = getattr(module, "register", None)
-        if register is None:
-            error = "no register() function"
-        else:
-            register(ctx)
-    except Exception as e:
-        error = _last_line(e)
-    by_hook = {}
-    for hook, callback in ctx._hooks:
-        by_hook.setdefault(hook, []).append(callback)
-    by_kind = {}
-    for kind, callback in ctx._middleware:
-        by_kind.setdefault(kind, []).append(callback)
-    _PROTOCOL.send({"hello": {
-        "hooks": [[hook, _callback_name(callback)] for hook, callback in ctx._hooks],
-        "middleware": [[kind, _callback_name(callback)] for kind, callback in ctx._middleware],
-        "tools": [entry["spec"] for entry in ctx._tools.values()],
-        "commands": [entry["spec"] for entry in ctx._commands.values()],
-        "sections": [entry["spec"] for entry in ctx._sections.values()],
-        "warnings": ctx.warnings,
-        "error": error,
-    }})
-    ctx._hello_sent = True
-    # Most firings answer nothing at all: those answers are made once per callback count.
-    no_opinion = {}
+        import mmap
+        _MARK = mmap.mmap(4, 8)
+    except (OSError, ValueError):
+        _MARK = None
+    load = _PROTOCOL.receive() or {}
+    specs = load.get("load") if isinstance(load.get("load"), list) else []
+    # Started with -I: the plugins' own directories are the only additions to the path,
+    # after the standard library and site-packages, so their sibling modules import but
+    # never shadow `json` or `logging`. Pip-installed plugins are on the path already.
+    sys.path.extend(spec["dir"] for spec in specs
+                    if isinstance(spec, dict) and not spec.get("entry_point") and spec.get("dir"))
+    _honour_pythonpath()
+    hellos = []
+    for index, spec in enumerate(specs):
+        if not isinstance(spec, dict) or spec.get("skip"):
+            _PLUGINS.append(None)
+            hellos.append({"error": "disabled after repeated crashes"})
+            continue
+        plugin = _Plugin(index, spec)
+        _PLUGINS.append(plugin)
+        _enter(plugin)
+        plugin.load()
+        hellos.append(plugin.hello())
+    _enter(None)
+    _PROTOCOL.send({"hello": {"plugins": hellos}})
     while True:
         message = _PROTOCOL.receive()
         if message is None:
             break
-        if "tool" in message:
-            _PROTOCOL.send(_run_tool(ctx._tools, message))
-            continue
-        if "command" in message:
-            _PROTOCOL.send(_run_command(ctx._commands, message))
-            continue
-        if "section" in message:
-            _PROTOCOL.send(_render_section(ctx._sections, message))
-            continue
-        if "fire" not in message:
-            _PROTOCOL.send(_middleware_message(message, by_kind))
-            continue
-        hook = message.get("fire")
-        answers = _fire(by_hook.get(hook, ()), hook, message.get("kw") or {})
-        if any(a is not None for a in answers):
-            _PROTOCOL.send({"answers": answers})
-            continue
-        line = no_opinion.get(len(answers))
-        if line is None:
-            line = no_opinion[len(answers)] = json.dumps({"answers": answers}).encode() + b"\n"
-        _PROTOCOL.write(line)
-    # The host let the worker go: the plugin's on_unload callbacks, last registered first.
-    for callback in reversed(ctx._unload):
-        try:
-            callback()
-        except Exception as e:
-            logging.getLogger("hermes").warning(
-                "Plugin '%s' on_unload callback raised: %s", name, _last_line(e))
+        _answer(message)
+    # The host let the worker go: each plugin's on_unload callbacks, last registered first.
+    for plugin in _PLUGINS:
+        if plugin is not None:
+            plugin.unload()
+    sys.stdout.flush()
 
 
 main()

@@ -32,7 +32,7 @@ use abi_stable::std_types::RResult;
 use hermes_hooks_abi::core::{EventView, no_host_calls};
 use hermes_host::gateway::GatewayHooks;
 use hermes_host::payload::OwnedPayload;
-use hermes_host::registry::{Callback, Registry, Source};
+use hermes_host::registry::{Callback, Entry, Registry, Source};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
@@ -438,10 +438,11 @@ pub fn run(
                 // trip: measured once, at its first member, under the plugin's name.
                 Callback::Member(_, member) if *member > 0 => continue,
                 Callback::Member(group, _) => {
-                    let members = entries
+                    let in_group: Vec<&Entry> = entries
                         .iter()
                         .filter(|e| matches!(&e.callback, Callback::Member(g, _) if Arc::ptr_eq(g, group)))
-                        .count();
+                        .collect();
+                    let members = in_group.len();
                     let fire = |i: u64| -> Fired {
                         let view = EventView::new(event, pick(i), no_host_calls());
                         match group.run_all(&view).into_iter().find_map(Result::err) {
@@ -449,9 +450,21 @@ pub fn run(
                             None => Ok(()),
                         }
                     };
-                    let name = match &entry.source {
-                        Source::Python(name) => name.to_string(),
-                        _ => entry.label.clone(),
+                    // Neighbours in one worker answer as one group: the row names them all.
+                    let mut names: Vec<String> = Vec::new();
+                    for e in &in_group {
+                        let name = match &e.source {
+                            Source::Python(name) => name.to_string(),
+                            _ => e.label.clone(),
+                        };
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
+                    }
+                    let name = match names.as_slice() {
+                        [] => entry.label.clone(),
+                        [one] => one.clone(),
+                        [first, rest @ ..] => format!("{first} and {} more plugin(s)", rest.len()),
                     };
                     let label = format!("{name} {}", count(members, "callback"));
                     row(system, event, &label, "plugin", {
