@@ -79,6 +79,10 @@ impl WorkerContext {
 /// How long a worker has to import the plugin, run `register` and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long the host waits for a worker's answer before it sleeps (see
+/// `Worker::spin_for_answer`).
+const ANSWER_SPIN: Duration = Duration::from_micros(50);
+
 /// The longest protocol line accepted from a worker (a transform's replacement text, say).
 const MAX_LINE: u64 = 64 << 20;
 
@@ -924,6 +928,9 @@ impl Worker {
         if left.is_zero() {
             return Err("timed out".into());
         }
+        if self.reader.buffer().is_empty() {
+            self.spin_for_answer();
+        }
         let _ = self.stream.set_read_timeout(Some(left));
         let mut line = Vec::new();
         match (&mut self.reader)
@@ -946,6 +953,31 @@ impl Worker {
                 Err("timed out".into())
             }
             Err(e) => Err(format!("cannot read from it: {e}")),
+        }
+    }
+
+    /// Waits a little for the worker's answer without sleeping: most answers come within
+    /// [`ANSWER_SPIN`], and a thread put to sleep on this machine takes longer than that
+    /// to wake. The wait is while a request is in flight only, never between requests.
+    fn spin_for_answer(&self) {
+        use std::os::fd::AsRawFd as _;
+        let fd = self.stream.as_raw_fd();
+        let started = Instant::now();
+        let mut byte = 0u8;
+        while started.elapsed() < ANSWER_SPIN {
+            // SAFETY: a one-byte peek into a local buffer on a socket this worker owns.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    std::ptr::from_mut(&mut byte).cast(),
+                    1,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            if n != -1 {
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 
