@@ -263,9 +263,11 @@ impl Hooks {
                     }
                 }
             };
-            report.shell = shell::register_from_config_in(
+            let plugin_hooks = claude_plugin_hooks(home, &plugins);
+            report.shell = shell::register_with(
                 home,
                 &config.hooks,
+                plugin_hooks,
                 consent,
                 &mut registry,
                 options.work_dir.as_deref(),
@@ -411,4 +413,39 @@ impl std::ops::Deref for Hooks {
     fn deref(&self) -> &Registry {
         &self.registry
     }
+}
+
+/// The hooks of the enabled Claude Code plugins that loaded, as shell hooks, with each
+/// plugin's data directory made when it is missing.
+fn claude_plugin_hooks(
+    home: &Home,
+    plugins: &LoadReport,
+) -> Vec<crate::shell::config::ShellHookSpec> {
+    use crate::shell::claude_plugin;
+    use std::os::unix::fs::DirBuilderExt as _;
+    let mut specs = Vec::new();
+    for p in &plugins.plugins {
+        if p.kind != crate::plugins::PluginKind::Claude || !p.loaded() {
+            continue;
+        }
+        match claude_plugin::read(&p.dir) {
+            Ok(plugin) => {
+                let data = claude_plugin::data_dir(home, &plugin.name);
+                let made = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&data);
+                if let Err(e) = made {
+                    tracing::warn!(
+                        "plugin '{}': cannot create {}: {e}",
+                        plugin.name,
+                        data.display()
+                    );
+                }
+                specs.extend(plugin.specs(&p.dir, &data));
+            }
+            Err(why) => tracing::warn!("Failed to load plugin '{}': {why}", p.name),
+        }
+    }
+    specs
 }

@@ -246,7 +246,7 @@ fn install_errors_say_what_to_do() {
     run.expect_code(2);
     assert!(
         run.stderr()
-            .contains("has no Cargo.toml and no __init__.py; give the directory of a plugin crate (Rust) or of a Python plugin"),
+            .contains("has no Cargo.toml, no __init__.py and no .claude-plugin/; give the directory of a plugin crate (Rust), of a Python plugin (plugin.yaml and __init__.py), or of a Claude Code plugin"),
         "{}",
         run.describe()
     );

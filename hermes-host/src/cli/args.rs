@@ -183,6 +183,15 @@ pub enum PluginsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove an installed plugin from the home's plugins directory and disable it; a
+    /// Claude Code plugin's hook approvals go too, its data directory stays.
+    Uninstall {
+        /// The plugin's name or key.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a new plugin crate (the plugin template, without cargo-generate), or with
     /// --python a Python plugin.
     New {
@@ -217,7 +226,9 @@ pub enum PluginsCommand {
     /// replaces it with the crate's. Settings in config.yaml (plugins.settings.NAME) are
     /// never touched.
     Install {
-        /// The plugin crate's directory (it holds Cargo.toml and plugin.yaml).
+        /// The plugin's directory: a Rust crate (Cargo.toml and plugin.yaml), a Python plugin
+        /// (plugin.yaml and __init__.py), a Claude Code plugin (.claude-plugin/plugin.json) or
+        /// a Claude Code marketplace (with --plugin).
         crate_dir: PathBuf,
         /// Build in debug mode instead (faster to build, slower hooks).
         #[arg(long)]
@@ -228,6 +239,13 @@ pub enum PluginsCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// In a Claude Code marketplace directory (.claude-plugin/marketplace.json), the
+        /// plugin to install.
+        #[arg(long, value_name = "NAME")]
+        plugin: Option<String>,
+        /// Accept a Claude Code plugin's hook commands without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Fire one hook at the loaded plugins and print what they decided.
     Fire {

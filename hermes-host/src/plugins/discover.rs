@@ -263,6 +263,7 @@ fn trusted(c: &Candidate, policy: &Policy) -> Result<Vec<String>, String> {
         PluginKind::Native => trust::confine(&c.dir, "library", &manifest.library)
             .map_err(|why| format!("{}: {why}", plugin_yaml.display()))?,
         PluginKind::Python => c.dir.join("__init__.py"),
+        PluginKind::Claude => plugin_yaml.clone(),
     };
     let mut paths: Vec<(&Path, Role)> = Vec::new();
     if let Some(home) = c.root.parent() {

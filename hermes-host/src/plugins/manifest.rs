@@ -57,6 +57,9 @@ pub enum PluginKind {
     /// A Hermes Python plugin: `__init__.py` with `register(ctx)` and no `library:`. It runs
     /// in a Python worker process (see [`python`](crate::plugins::python)).
     Python,
+    /// A Claude Code plugin: `.claude-plugin/plugin.json`, whose hooks run as `format:
+    /// claude` shell hooks (see [`claude_plugin`](crate::shell::claude_plugin)).
+    Claude,
 }
 
 impl PluginKind {
@@ -65,6 +68,7 @@ impl PluginKind {
         match self {
             PluginKind::Native => "native",
             PluginKind::Python => "python",
+            PluginKind::Claude => "claude",
         }
     }
 }
@@ -147,6 +151,23 @@ impl Manifest {
     /// has neither `library` nor an `__init__.py` beside it.
     pub fn read(dir: &Path) -> Result<Manifest, String> {
         let path = manifest_path(dir).unwrap_or_else(|| dir.join("plugin.yaml"));
+        if path.ends_with(crate::shell::claude_plugin::MANIFEST) {
+            let plugin = crate::shell::claude_plugin::read(dir)?;
+            let mut events: Vec<String> = Vec::new();
+            for entry in &plugin.entries {
+                if !events.iter().any(|e| e == entry.event) {
+                    events.push(entry.event.to_string());
+                }
+            }
+            return Ok(Manifest {
+                name: plugin.name,
+                version: plugin.version,
+                description: plugin.description,
+                kind: PluginKind::Claude,
+                provides_hooks: events,
+                ..Manifest::default()
+            });
+        }
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("Failed to parse {}: {e}", path.display()))?;
         Manifest::parse(&text, dir).map_err(|e| format!("Failed to parse {}: {e}", path.display()))
@@ -265,10 +286,15 @@ impl Manifest {
     }
 }
 
-/// `<dir>/plugin.yaml` or `<dir>/plugin.yml`, whichever exists.
+/// `<dir>/plugin.yaml`, `<dir>/plugin.yml` or a Claude Code plugin's
+/// `<dir>/.claude-plugin/plugin.json`, the first that exists.
 pub(crate) fn manifest_path(dir: &Path) -> Option<PathBuf> {
-    ["plugin.yaml", "plugin.yml"]
-        .iter()
-        .map(|f| dir.join(f))
-        .find(|p| p.is_file())
+    [
+        "plugin.yaml",
+        "plugin.yml",
+        crate::shell::claude_plugin::MANIFEST,
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .find(|p| p.is_file())
 }

@@ -285,6 +285,20 @@ pub fn load_all(
             report.plugins.push(entry);
             continue;
         }
+        // A Claude Code plugin's hooks are shell hooks: the shell loader registers them,
+        // under consent, after config.yaml's (see `Hooks::load`).
+        if manifest.kind == PluginKind::Claude {
+            entry.hooks = manifest.provides_hooks.clone();
+            let record = crate::shell::claude_plugin::data_dir(home, &manifest.name)
+                .join("installed-from.json");
+            entry.origin = crate::private_file::read_regular(&record)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .and_then(|v| v["source"].as_str().map(str::to_string))
+                .map(|source| format!("Claude Code plugin, installed from {source}"));
+            report.plugins.push(entry);
+            continue;
+        }
         let path = candidate.dir.join(&manifest.library);
         entry.isolation = match isolation_of(config, &manifest.name, manifest.isolation) {
             Ok(isolation) => isolation,

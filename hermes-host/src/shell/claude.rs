@@ -744,7 +744,23 @@ pub fn shell() -> &'static str {
 /// assert_eq!(expand_project_dir("$CLAUDE_PROJECT_DIRS", dir), "$CLAUDE_PROJECT_DIRS");
 /// ```
 pub fn expand_project_dir(command: &str, dir: &std::path::Path) -> String {
-    const NAME: &str = "CLAUDE_PROJECT_DIR";
+    expand_var(command, "CLAUDE_PROJECT_DIR", dir)
+}
+
+/// [`expand_project_dir`] for any variable naming a directory: `$NAME` and `${NAME}`
+/// replaced by `dir` where a shell would expand them. A Claude Code plugin's commands name
+/// their files through `${CLAUDE_PLUGIN_ROOT}`.
+///
+/// ```
+/// use std::path::Path;
+/// use hermes_host::shell::claude::expand_var;
+/// let root = Path::new("/home/me/.hermes/plugins/safety");
+/// assert_eq!(
+///     expand_var("python3 \"${CLAUDE_PLUGIN_ROOT}/hooks/check.py\"", "CLAUDE_PLUGIN_ROOT", root),
+///     "python3 \"/home/me/.hermes/plugins/safety/hooks/check.py\""
+/// );
+/// ```
+pub fn expand_var(command: &str, name: &str, dir: &std::path::Path) -> String {
     let value = dir
         .display()
         .to_string()
@@ -766,10 +782,10 @@ pub fn expand_project_dir(command: &str, dir: &std::path::Path) -> String {
         } else if c == '$' && !single {
             let braced = after
                 .strip_prefix('{')
-                .and_then(|a| a.strip_prefix(NAME))
+                .and_then(|a| a.strip_prefix(name))
                 .and_then(|a| a.strip_prefix('}'));
             let bare = after
-                .strip_prefix(NAME)
+                .strip_prefix(name)
                 .filter(|a| !a.starts_with(|n: char| n.is_ascii_alphanumeric() || n == '_'));
             if let Some(tail) = braced.or(bare) {
                 out.push_str(&value);

@@ -153,6 +153,12 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                 let target = match kind {
                     "command" => text("command"),
                     "http" => text("url"),
+                    "prompt" | "agent" => {
+                        skipped.push(format!(
+                            "{claude_event}: a hook of type {kind:?}, which asks a model; hermes's hooks have no model to ask"
+                        ));
+                        continue;
+                    }
                     other => {
                         skipped.push(format!(
                             "{claude_event}: a hook of type {other:?} (only command and http hooks can be imported)"

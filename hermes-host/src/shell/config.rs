@@ -95,6 +95,11 @@ pub struct ShellHookSpec {
     /// process's directory, where consent resolved and pinned it, and runs by its absolute
     /// path. `None`: the process's working directory.
     pub work_dir: Option<std::path::PathBuf>,
+    /// Variables the hook's process gets besides the host's (a Claude Code plugin's
+    /// `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`).
+    pub env: Vec<(String, String)>,
+    /// The plugin the hook came with (a Claude Code plugin), `None` for `config.yaml`'s.
+    pub plugin: Option<String>,
 }
 
 /// The protocol a shell hook speaks, both ways.
@@ -129,6 +134,8 @@ impl ShellHookSpec {
             format: Format::Hermes,
             failure_only: false,
             work_dir: None,
+            env: Vec::new(),
+            plugin: None,
         }
     }
 
@@ -529,6 +536,8 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         format,
         failure_only,
         work_dir: None,
+        env: Vec::new(),
+        plugin: None,
     };
     // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until
     // the host says where the agent works.

@@ -37,6 +37,7 @@
 
 pub mod claude;
 pub mod claude_import;
+pub mod claude_plugin;
 pub mod config;
 pub mod consent;
 pub mod http;
@@ -138,7 +139,21 @@ pub fn register_from_config_in(
     registry: &mut Registry,
     work_dir: Option<&std::path::Path>,
 ) -> ShellReport {
+    register_with(home, hooks, Vec::new(), consent, registry, work_dir)
+}
+
+/// [`register_from_config_in`], with `plugin_hooks` (a Claude Code plugin's, see
+/// [`claude_plugin`]) after `config.yaml`'s, under the same consent and allowlist.
+pub fn register_with(
+    home: &Home,
+    hooks: &HooksSection,
+    plugin_hooks: Vec<ShellHookSpec>,
+    consent: Consent<'_>,
+    registry: &mut Registry,
+    work_dir: Option<&std::path::Path>,
+) -> ShellReport {
     let mut parsed = config::parse(hooks);
+    parsed.specs.extend(plugin_hooks);
     for spec in &mut parsed.specs {
         spec.set_work_dir(work_dir.map(std::path::Path::to_path_buf));
     }
@@ -871,6 +886,7 @@ fn run_claude(
                 if let Some(file) = &env_file {
                     env.push(("CLAUDE_ENV_FILE", file.as_str()));
                 }
+                env.extend(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 spawn::run_argv_in(
                     &pinned_argv(&spec.command, argv, script),
                     stdin.as_bytes(),

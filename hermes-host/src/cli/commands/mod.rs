@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
 mod bench;
+mod claude_install;
 mod gateway;
 mod hooks;
 mod hooks_import;
+mod install_files;
 mod logs;
 mod plugins;
 mod run;

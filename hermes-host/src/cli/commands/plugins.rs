@@ -33,6 +33,7 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
             set_enabled(settings, &name, true, json)
         }
         PluginsCommand::Disable { name, json } => set_enabled(settings, &name, false, json),
+        PluginsCommand::Uninstall { name, json } => uninstall(settings, &name, json),
         PluginsCommand::New {
             name,
             hooks,
@@ -66,7 +67,16 @@ pub fn run(command: PluginsCommand, settings: &Settings) -> anyhow::Result<ExitS
             debug,
             force,
             json,
-        } => install(settings, &crate_dir, debug, force, json),
+            plugin,
+            yes,
+        } => {
+            if let Some(found) =
+                super::claude_install::claude_plugin_dir(&crate_dir, plugin.as_deref())?
+            {
+                return super::claude_install::install(settings, &found, &crate_dir, yes, json);
+            }
+            install(settings, &crate_dir, debug, force, json)
+        }
         PluginsCommand::Fire {
             hook,
             payload,
@@ -139,6 +149,17 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                     worker_status(worker.as_ref())
                 ),
                 None => println!("      kind: python ({interpreter})"),
+            }
+        } else if p.kind == hermes_host::plugins::PluginKind::Claude {
+            let data = hermes_host::shell::claude_plugin::data_dir(&settings.home, &p.name);
+            println!(
+                "      kind: claude code plugin (its hooks run as `format: claude` shell hooks; data: {})",
+                data.display()
+            );
+            if let Ok(plugin) = hermes_host::shell::claude_plugin::read(&p.dir) {
+                for line in &plugin.dropped {
+                    println!("      not run here: {line}");
+                }
             }
         } else if p.isolation == hermes_host::plugins::Isolation::Process {
             match &p.worker {
@@ -366,6 +387,76 @@ fn refuse_unloadable(settings: &Settings, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `plugins uninstall NAME`: the plugin's directory under the home's `plugins/` removed
+/// (moved aside first, so a running host never sees half of it), the plugin disabled, a
+/// Claude Code plugin's hook approvals revoked. Its data directory stays, for a reinstall.
+fn uninstall(settings: &Settings, name: &str, as_json: bool) -> anyhow::Result<ExitStatus> {
+    let home = &settings.home;
+    let (_, problem) = home.load_config();
+    if let Some(problem) = problem {
+        bail!("{problem}; not changing it");
+    }
+    let plugins = home.plugins_dir();
+    let found = hermes_host::plugins::discover(home, &Default::default(), &Default::default())
+        .into_iter()
+        .find(|c| (c.key == name || c.name() == name) && c.dir.starts_with(&plugins));
+    let Some(found) = found else {
+        bail!(
+            "no plugin '{name}' is installed in {}; `hermes plugins list` shows those there",
+            plugins.display()
+        );
+    };
+    let mut revoked = 0;
+    if let Ok(plugin) = hermes_host::shell::claude_plugin::read(&found.dir) {
+        let data = hermes_host::shell::claude_plugin::data_dir(home, &plugin.name);
+        let allowlist = hermes_host::shell::consent::Allowlist::new(home);
+        for spec in plugin.specs(&found.dir, &data) {
+            revoked += allowlist.revoke(&spec.command).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot revoke the approval of {} in {}: {}; nothing was removed",
+                    spec.command,
+                    e.path.display(),
+                    e.message
+                )
+            })?;
+        }
+    }
+    hermes_host::config_edit::set_plugin(home, found.name(), false)
+        .map_err(|e| anyhow::anyhow!("{e}; nothing was removed"))?;
+    if found.dir.is_symlink() {
+        std::fs::remove_file(&found.dir)
+            .with_context(|| format!("cannot remove the link {}", found.dir.display()))?;
+    } else {
+        let aside = plugins.join(format!(
+            ".{}.removed-{}",
+            found.key.replace('/', "_"),
+            std::process::id()
+        ));
+        std::fs::rename(&found.dir, &aside)
+            .with_context(|| format!("cannot move {} aside", found.dir.display()))?;
+        std::fs::remove_dir_all(&aside)
+            .with_context(|| format!("cannot remove {}", aside.display()))?;
+    }
+    if as_json {
+        println!(
+            "{}",
+            json!({ "plugin": found.name(), "removed": found.dir, "approvals_revoked": revoked })
+        );
+    } else {
+        println!(
+            "Removed plugin '{}' ({}) and disabled it{}.",
+            found.name(),
+            found.dir.display(),
+            if revoked > 0 {
+                format!("; {revoked} hook approval(s) revoked")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
 fn set_enabled(
     settings: &Settings,
     name: &str,
@@ -424,7 +515,7 @@ fn install(
     }
     if !crate_dir.join("Cargo.toml").is_file() {
         bail!(
-            "{} has no Cargo.toml and no __init__.py; give the directory of a plugin crate (Rust) or of a Python plugin (plugin.yaml and __init__.py)",
+            "{} has no Cargo.toml, no __init__.py and no .claude-plugin/; give the directory of a plugin crate (Rust), of a Python plugin (plugin.yaml and __init__.py), or of a Claude Code plugin (.claude-plugin/plugin.json)",
             crate_dir.display()
         );
     }
@@ -540,44 +631,7 @@ fn install_python(settings: &Settings, dir: &Path, as_json: bool) -> anyhow::Res
     if let Err(why) = hermes_host::trust::plugin_name(&manifest.name) {
         bail!("{}: {why}", dir.join("plugin.yaml").display());
     }
-    let plugins = home.plugins_dir();
-    let dest = plugins.join(&manifest.name);
-    if dest.is_symlink() {
-        bail!(
-            "{} is a symbolic link; `plugins install` writes only inside plugins/<name>/ itself. Remove the link (or copy the plugin by hand into where it points) and run install again",
-            dest.display()
-        );
-    }
-    std::fs::create_dir_all(&plugins)
-        .with_context(|| format!("cannot create {}", plugins.display()))?;
-    // Copied beside its place, then swapped in: a running host never sees half a plugin.
-    let staging = plugins.join(format!(
-        ".{}.installing-{}",
-        manifest.name,
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&staging);
-    let mut skipped = Vec::new();
-    copy_tree(dir, &staging, &mut skipped)
-        .with_context(|| format!("cannot copy {} to {}", dir.display(), staging.display()))?;
-    let old = plugins.join(format!(
-        ".{}.replaced-{}",
-        manifest.name,
-        std::process::id()
-    ));
-    if dest.exists() {
-        std::fs::rename(&dest, &old)
-            .with_context(|| format!("cannot move the installed {} aside", dest.display()))?;
-    }
-    std::fs::rename(&staging, &dest)
-        .with_context(|| format!("cannot install into {}", dest.display()))?;
-    let _ = std::fs::remove_dir_all(&old);
-    for path in &skipped {
-        tracing::warn!(
-            "{}: a symbolic link, not copied; copy what it points to into the plugin directory",
-            path.display()
-        );
-    }
+    let dest = super::install_files::copy_into_place(home, dir, &manifest.name)?;
     enable_installed(home, &manifest.name, &dest)?;
     if as_json {
         println!(
@@ -593,33 +647,6 @@ fn install_python(settings: &Settings, dir: &Path, as_json: bool) -> anyhow::Res
         );
     }
     Ok(ExitStatus::Success)
-}
-
-/// Copies the files and directories of `from` into a new `to` (mode 0700 directories,
-/// files with their mode less group and other write), leaving out `__pycache__`, `.git`
-/// and symbolic links (listed in `skipped`).
-fn copy_tree(from: &Path, to: &Path, skipped: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    std::fs::DirBuilder::new().mode(0o700).create(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == "__pycache__" || name == ".git" {
-            continue;
-        }
-        let kind = entry.file_type()?;
-        let (src, dst) = (entry.path(), to.join(&name));
-        if kind.is_symlink() {
-            skipped.push(src);
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst, skipped)?;
-        } else if kind.is_file() {
-            std::fs::copy(&src, &dst)?;
-            let mode = std::fs::metadata(&src)?.permissions().mode() & 0o755;
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(mode))?;
-        }
-    }
-    Ok(())
 }
 
 /// Removes a leftover temporary file (or a symlink planted in its place, which writing
@@ -836,6 +863,7 @@ fn fire(
         if let Some(worker) = &p.worker {
             let kind = match p.kind {
                 hermes_host::plugins::PluginKind::Python => "Python",
+                hermes_host::plugins::PluginKind::Claude => "Claude Code",
                 hermes_host::plugins::PluginKind::Native => "Isolated",
             };
             println!(
