@@ -876,12 +876,14 @@ fn a_command_written_for_a_shell_runs_through_one_as_claude_code_runs_it() {
     );
 }
 
+/// Every `format: claude` command runs through a shell, as written, and `hooks list` says
+/// so; a Hermes-format command runs as words. Each entry stays on one line.
 #[test]
-fn hooks_list_says_which_commands_run_through_a_shell_and_keeps_each_on_one_line() {
+fn hooks_list_says_claude_commands_run_through_a_shell_and_keeps_each_on_one_line() {
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     std::fs::write(
         c.home().join("config.yaml"),
-        "hooks:\n  pre_tool_call:\n    - command: \"make lint\\nmake test\"\n      format: claude\n    - command: ./guard.sh --strict\n      format: claude\n",
+        "hooks:\n  pre_tool_call:\n    - command: \"make lint\\nmake test\"\n      format: claude\n    - command: ./guard.sh --strict\n      format: claude\n    - command: ./hermes-guard.sh\n",
     )
     .unwrap();
     let listed = Ran(c.hermes_from(c.home(), &["hooks", "list"]));
@@ -894,11 +896,16 @@ fn hooks_list_says_which_commands_run_through_a_shell_and_keeps_each_on_one_line
         shell.contains("make lint\\nmake test") && shell.contains("format=claude, through "),
         "{shell}"
     );
-    let plain = stdout.lines().find(|l| l.contains("guard.sh")).unwrap();
-    assert!(
-        plain.contains("format=claude,") && !plain.contains("through"),
-        "{plain}"
-    );
+    let plain = stdout
+        .lines()
+        .find(|l| l.contains("guard.sh --strict"))
+        .unwrap();
+    assert!(plain.contains("format=claude, through "), "{plain}");
+    let hermes = stdout
+        .lines()
+        .find(|l| l.contains("hermes-guard.sh"))
+        .unwrap();
+    assert!(!hermes.contains("through"), "{hermes}");
 }
 
 #[test]
@@ -951,8 +958,11 @@ fn hooks_allow_revoke_and_list_by_the_written_command_act_on_the_command_as_it_r
     assert_eq!(approved(), Vec::<String>::new());
 }
 
+/// A relative command runs the project's script when the agent works in the project
+/// through `--cwd` from elsewhere, as Claude Code runs hooks in the project: the launch
+/// directory's namesake never runs, and what consent pinned is the project's file.
 #[test]
-fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_its_namesake() {
+fn a_relative_hook_command_runs_the_projects_script_as_claude_code_does() {
     let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
     let started_in = tempfile::tempdir().unwrap();
     let marker = c.home().join("ran.txt");
@@ -965,13 +975,81 @@ fn a_relative_hook_script_is_the_approved_one_even_when_the_work_directory_has_i
             ),
         );
     };
-    hook(started_in.path(), "approved");
-    // The project the agent works in has a script of the same relative name.
-    hook(c.work(), "impostor");
+    hook(started_in.path(), "launch directory");
+    hook(c.work(), "project");
     c.only_hook("./hook.py");
     c.one_tool_call_from(started_in.path())
         .says(&["assistant: listed"]);
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "approved\n");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "project\n");
+}
+
+/// A project's imported guard, `bash .claude/scripts/guard.sh` as moo.md-style projects
+/// write it, decides with `--cwd` from another directory as it does when hermes starts in
+/// the project (it used to fail open: "No such file or directory"), and `hooks doctor`
+/// says which file the command resolved to.
+#[test]
+fn a_projects_relative_guard_decides_under_cwd_and_doctor_names_its_file() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    std::fs::create_dir_all(c.work().join(".claude/scripts")).unwrap();
+    bash_script(
+        &c.work().join(".claude/scripts/guard.sh"),
+        "cat > /dev/null\necho 'project guard: not in this repo' >&2\nexit 2\n",
+    );
+    c.only_hook("bash .claude/scripts/guard.sh");
+    let elsewhere = tempfile::tempdir().unwrap();
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["project guard: not in this repo"]);
+    c.one_tool_call_from(c.work())
+        .says(&["project guard: not in this repo"]);
+    let doctor = Ran(c.hermes_from(
+        elsewhere.path(),
+        &["hooks", "doctor", "--cwd", c.work().to_str().unwrap()],
+    ));
+    doctor.says(&[&format!(
+        "runs {} (in the agent's directory)",
+        c.work().join(".claude/scripts/guard.sh").display()
+    )]);
+}
+
+/// Commands run exactly as written, through the shell, as Claude Code runs them: a quoted
+/// path with spaces, `./script.sh`, and an interpreter given a script; the file each names
+/// is pinned, so a change after approval stops it without changing what runs.
+#[test]
+fn commands_run_as_written_and_the_file_they_name_is_pinned() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    std::fs::create_dir_all(c.work().join("my hooks")).unwrap();
+    let spaced = c.work().join("my hooks/guard.sh");
+    bash_script(
+        &spaced,
+        "cat > /dev/null\necho \"spaced guard in $PWD\" >&2\nexit 2\n",
+    );
+    c.only_hook(r#""'./my hooks/guard.sh'""#);
+    let elsewhere = tempfile::tempdir().unwrap();
+    c.one_tool_call_from(elsewhere.path())
+        .says(&[&format!("spaced guard in {}", c.work().display())]);
+    bash_script(
+        &c.work().join("plain.sh"),
+        "cat > /dev/null\necho 'plain guard' >&2\nexit 2\n",
+    );
+    c.only_hook("./plain.sh");
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["plain guard"]);
+    Corpus::python_script(
+        &c.work().join("check.py"),
+        "import sys\nsys.stdin.read()\nprint('interpreted guard', file=sys.stderr)\nsys.exit(2)\n",
+    );
+    c.only_hook("python3 check.py --strict");
+    c.one_tool_call_from(elsewhere.path())
+        .says(&["interpreted guard"]);
+    // Changed after its approval: not run, and said so.
+    Corpus::python_script(&c.work().join("check.py"), "import sys\nsys.exit(0)\n");
+    let ran = c.one_tool_call_from(elsewhere.path());
+    ran.never_says(&["interpreted guard"]);
+    assert!(
+        String::from_utf8_lossy(&ran.0.stderr).contains("changed since it was approved"),
+        "{}",
+        ran.describe()
+    );
 }
 
 /// Published safety hooks' commands run as written: `env NAME=/dir bash -c '...'` needs no

@@ -774,16 +774,9 @@ fn running_mark(cmd: &mut Command) -> Option<std::fs::File> {
         let file = unsafe { std::fs::File::from_raw_fd(fd) };
         file.set_len(8).ok()?;
         let raw = file.as_raw_fd();
-        // SAFETY: only async-signal-safe calls between fork and exec: dup2, fcntl.
+        // SAFETY: only async-signal-safe calls between fork and exec (see `inherit_as`).
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(raw, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let flags = libc::fcntl(4, libc::F_GETFD);
-                libc::fcntl(4, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                Ok(())
-            });
+            cmd.pre_exec(move || supervisor::inherit_as(raw, 4));
         }
         Some(file)
     }
@@ -1059,15 +1052,7 @@ impl PythonPlugin {
     /// The answer in place of a dead or hung worker's: none, or a block when the plugin is
     /// fail-closed and the hook is `pre_tool_call`.
     fn fallback(&self, hook: &str, why: &str) -> Option<Reply> {
-        (self.fail_closed && hook == "pre_tool_call").then(|| {
-            Reply::new(
-                "block",
-                format!(
-                    "blocked: plugin '{}' guards this tool call and is not answering ({why})",
-                    self.name
-                ),
-            )
-        })
+        supervisor::fallback(&self.name, self.fail_closed, hook, why)
     }
 }
 

@@ -185,15 +185,7 @@ impl<W: Worker> Supervisor<W> {
     /// The answer in place of a dead or hung worker's: none, or a block when the plugin is
     /// fail-closed and the hook is `pre_tool_call`.
     pub(crate) fn fallback(&self, hook: &str, why: &str) -> Option<Reply> {
-        (self.fail_closed && hook == "pre_tool_call").then(|| {
-            Reply::new(
-                "block",
-                format!(
-                    "blocked: plugin '{}' guards this tool call and is not answering ({why})",
-                    self.name
-                ),
-            )
-        })
+        fallback(&self.name, self.fail_closed, hook, why)
     }
 }
 
@@ -214,11 +206,7 @@ pub(crate) fn spawn_on_socket(
     // SAFETY: only async-signal-safe calls between fork and exec: dup2, fcntl, prctl.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let flags = libc::fcntl(3, libc::F_GETFD);
-            libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            inherit_as(raw, 3)?;
             #[cfg(target_os = "linux")]
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
@@ -228,6 +216,34 @@ pub(crate) fn spawn_on_socket(
         .map_err(|e| format!("cannot start the plugin worker {}: {e}", program.display()))?;
     drop(worker_fd);
     Ok((group, host_end))
+}
+
+/// The answer in place of plugin `name`'s dead or hung worker's: none, or a block when it
+/// is `fail_closed` and the hook is `pre_tool_call`; `why` says what happened.
+pub(crate) fn fallback(name: &str, fail_closed: bool, hook: &str, why: &str) -> Option<Reply> {
+    (fail_closed && hook == "pre_tool_call").then(|| {
+        Reply::new(
+            "block",
+            format!("blocked: plugin '{name}' guards this tool call and is not answering ({why})"),
+        )
+    })
+}
+
+/// Between fork and exec: makes descriptor `raw` the child's `target`, kept across exec.
+/// Only async-signal-safe calls (dup2, fcntl).
+pub(crate) fn inherit_as(
+    raw: std::os::fd::RawFd,
+    target: std::os::fd::RawFd,
+) -> std::io::Result<()> {
+    // SAFETY: dup2 and fcntl on descriptors of this process; no allocation, no locks.
+    unsafe {
+        if libc::dup2(raw, target) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let flags = libc::fcntl(target, libc::F_GETFD);
+        libc::fcntl(target, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+    }
+    Ok(())
 }
 
 /// Why a worker is gone: its exit status or signal, waited for at most a second.

@@ -704,6 +704,26 @@ pub fn argv(command: &str) -> Result<Vec<String>, String> {
     }
 }
 
+/// The argv a `format: claude` hook command runs as: `[shell(), "-c", command]`, the
+/// command exactly as written, as Claude Code runs every hook command through a shell.
+/// Nothing in it is split or rewritten: `env NAME=/x cmd`, `bash -c '...'`, a quoted path
+/// with spaces and `./script.sh` all mean what they mean in Claude Code.
+///
+/// # Errors
+///
+/// An empty command.
+///
+/// ```
+/// use hermes_host::shell::claude::{argv_as_written, shell};
+/// assert_eq!(argv_as_written("./check.sh --strict").unwrap(), [shell(), "-c", "./check.sh --strict"]);
+/// ```
+pub fn argv_as_written(command: &str) -> Result<Vec<String>, String> {
+    if command.trim().is_empty() {
+        return Err("the command is empty".into());
+    }
+    Ok(vec![shell().to_string(), "-c".into(), command.to_string()])
+}
+
 /// The shell a `format: claude` command that [`needs_shell`] runs through: `bash`, which
 /// Claude Code uses, when it is on `PATH`, else `/bin/sh`. Looked up once per process.
 pub fn shell() -> &'static str {

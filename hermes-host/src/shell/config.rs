@@ -91,9 +91,10 @@ pub struct ShellHookSpec {
     /// run`), when it is not the process's. A `format: claude` hook gets it as its
     /// payload's `cwd` and as `CLAUDE_PROJECT_DIR`, as Claude Code gives a hook the
     /// session's directory. Hooks of both formats run there and are told it (payload `cwd`,
-    /// `CLAUDE_PROJECT_DIR`); a relative script path still names the file from the
+    /// `CLAUDE_PROJECT_DIR`). A Hermes hook's relative script path names the file from the
     /// process's directory, where consent resolved and pinned it, and runs by its absolute
-    /// path. `None`: the process's working directory.
+    /// path; a Claude hook's is this directory's, as in Claude Code (see
+    /// [`script_file`](ShellHookSpec::script_file)). `None`: the process's working directory.
     pub work_dir: Option<std::path::PathBuf>,
     /// Variables the hook's process gets besides the host's (a Claude Code plugin's
     /// `CLAUDE_PLUGIN_ROOT` and `CLAUDE_PLUGIN_DATA`).
@@ -178,6 +179,37 @@ impl ShellHookSpec {
             self.command = crate::shell::claude::expand_project_dir(&self.written, &project);
         }
         self.work_dir = dir;
+    }
+
+    /// The script file the command names, as it will run: a relative path is the agent's
+    /// directory's for a `format: claude` hook (Claude Code runs hooks in the project, so
+    /// `bash .claude/scripts/guard.sh` is the project's guard), and the process's for a
+    /// Hermes hook, whose relative script consent resolved where hermes started. `None`
+    /// for an HTTP hook or an empty command.
+    ///
+    /// ```
+    /// use hermes_host::shell::config::{Format, ShellHookSpec};
+    /// let mut spec = ShellHookSpec::new("pre_tool_call", "bash .claude/scripts/guard.sh");
+    /// spec.format = Format::Claude;
+    /// spec.set_work_dir(Some("/work/project".into()));
+    /// assert_eq!(spec.script_file().unwrap(), std::path::Path::new("/work/project/.claude/scripts/guard.sh"));
+    /// ```
+    pub fn script_file(&self) -> Option<std::path::PathBuf> {
+        if self.http.is_some() {
+            return None;
+        }
+        let path = crate::shell::script::resolved_path(&self.command)?;
+        let base = match (&self.work_dir, self.format) {
+            (Some(dir), Format::Claude) if path.is_relative() => dir.clone(),
+            _ => return Some(std::path::absolute(&path).unwrap_or(path)),
+        };
+        Some(base.join(path))
+    }
+
+    /// The sha256 of [`script_file`](ShellHookSpec::script_file), the content consent pins;
+    /// `None` when it is not a readable regular file.
+    pub fn script_sha256(&self) -> Option<String> {
+        crate::shell::script::sha256_file(&self.script_file()?)
     }
 
     /// What messages call this hook: `shell hook`, or `HTTP hook` for a `url:` entry.

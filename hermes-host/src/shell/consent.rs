@@ -260,12 +260,29 @@ impl Allowlist {
     /// approval still counts for this run (at registration it does, with the reference's
     /// `Failed to persist ...` warning).
     pub fn approve(&self, event: &str, command: &str) -> Result<Approval, AllowlistError> {
+        let script = script::resolved_path(command).filter(|_| !super::http::is_http_url(command));
+        self.approve_file(event, command, script.as_deref())
+    }
+
+    /// [`approve`](Allowlist::approve), pinning the content of `script`, the file the
+    /// command runs as the hook will run it (see
+    /// [`ShellHookSpec::script_file`](super::config::ShellHookSpec::script_file)).
+    ///
+    /// # Errors
+    ///
+    /// As [`approve`](Allowlist::approve).
+    pub fn approve_file(
+        &self,
+        event: &str,
+        command: &str,
+        script: Option<&Path>,
+    ) -> Result<Approval, AllowlistError> {
         let approval = Approval {
             event: event.to_string(),
             command: command.to_string(),
             approved_at: Some(utc_now_iso()),
-            script_mtime_at_approval: script::mtime_iso(command),
-            script_sha256: Some(script::sha256(command)),
+            script_mtime_at_approval: script.and_then(script::mtime_iso_file),
+            script_sha256: Some(script.and_then(script::sha256_file)),
         };
         let mut entry = Map::new();
         entry.insert("event".into(), event.into());

@@ -173,7 +173,7 @@ pub fn register_with(
         if records {
             record(allowlist, spec, report)
         } else {
-            script::sha256(&spec.command)
+            spec.script_sha256()
         }
     };
     let allowlist = Allowlist::new(home);
@@ -196,7 +196,7 @@ pub fn register_with(
                 continue;
             }
         }
-        let current = script::sha256(&spec.command);
+        let current = spec.script_sha256();
         let approval = approvals
             .iter()
             .find(|a| a.event == spec.event && a.command == spec.command)
@@ -404,7 +404,7 @@ fn check_script(
 /// Records an approval; a failed write is a warning and the approval holds for this run.
 /// Returns the pinned content hash.
 fn record(allowlist: &Allowlist, spec: &ShellHookSpec, report: &mut ShellReport) -> Option<String> {
-    match allowlist.approve(&spec.event, &spec.command) {
+    match allowlist.approve_file(&spec.event, &spec.command, spec.script_file().as_deref()) {
         Ok(approval) => approval.script_sha256.flatten(),
         Err(e) => {
             report.warn(format!(
@@ -414,7 +414,7 @@ fn record(allowlist: &Allowlist, spec: &ShellHookSpec, report: &mut ShellReport)
                 e.path.display(),
                 e.message
             ));
-            script::sha256(&spec.command)
+            spec.script_sha256()
         }
     }
 }
@@ -494,10 +494,8 @@ impl ShellHook {
         policy: Policy,
         position: usize,
     ) -> ShellHook {
-        // Absolute from where consent resolved it: the hook may run in the agent's
-        // directory, and must run the file that was pinned.
-        let script =
-            script::resolved_path(&spec.command).map(|p| std::path::absolute(&p).unwrap_or(p));
+        // The file consent pinned, as the hook runs it (see `ShellHookSpec::script_file`).
+        let script = spec.script_file();
         let persistent = spec.persistent.then(|| {
             let pool = persistent::Persistent::with_instances(spec.instances);
             match (&spec.work_dir, spawn::argv(&spec.command)) {
@@ -577,8 +575,7 @@ impl ExternalHook for ShellHook {
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.format == config::Format::Claude {
-            let (_run, mut evaluation) =
-                run_claude(spec, &kwargs, self.client.as_ref(), self.script.as_deref());
+            let (_run, mut evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
             note_run_control(&kwargs, self.position, &mut evaluation);
             if spec.event == "on_session_start" {
                 if let Some(Decision::Context(text)) = evaluation.decision.take() {
@@ -638,8 +635,10 @@ impl ExternalHook for ShellHook {
         let kwargs = wire::kwargs_from_view(event, true);
         let (argv, env, stdin) = if spec.format == config::Format::Claude {
             let (cwd, stdin) = claude_input(spec, &kwargs);
-            let argv = claude::argv(&spec.command).ok()?;
-            (argv, vec![("CLAUDE_PROJECT_DIR".to_string(), cwd)], stdin)
+            let argv = claude::argv_as_written(&spec.command).ok()?;
+            let mut env = vec![("CLAUDE_PROJECT_DIR".to_string(), cwd)];
+            env.extend(spec.env.iter().cloned());
+            (argv, env, stdin)
         } else {
             let stdin = wire::serialize_payload(&spec.event, &kwargs);
             (spawn::argv(&spec.command).ok()?, Vec::new(), stdin)
@@ -831,10 +830,10 @@ pub fn evaluate(spec: &ShellHookSpec, run: &RunResult) -> Evaluation {
 /// println!("exit={:?} decision={:?}", run.returncode, evaluation.decision);
 /// ```
 pub fn run_once(spec: &ShellHookSpec, kwargs: &Map<String, Value>) -> (RunResult, Evaluation) {
-    let script = script::resolved_path(&spec.command).map(|p| std::path::absolute(&p).unwrap_or(p));
     if spec.format == config::Format::Claude {
-        return run_claude(spec, kwargs, None, script.as_deref());
+        return run_claude(spec, kwargs, None);
     }
+    let script = spec.script_file();
     let dir = agent_dir(spec);
     let stdin = wire::serialize_payload_in(&spec.event, kwargs, &dir);
     let timeout = Duration::from_secs(spec.timeout);
@@ -863,18 +862,17 @@ fn run_claude(
     spec: &ShellHookSpec,
     kwargs: &Map<String, Value>,
     client: Option<&http::Client>,
-    script: Option<&std::path::Path>,
 ) -> (RunResult, Evaluation) {
     let (cwd, stdin) = claude_input(spec, kwargs);
     let timeout = Duration::from_secs(spec.timeout);
     let run = match (&spec.http, client) {
         (Some(http), Some(client)) => client.post(http, stdin.as_bytes(), timeout),
         (Some(http), None) => http::Client::new().post(http, stdin.as_bytes(), timeout),
-        // Runs in the agent's directory, as Claude Code runs hooks in the project, with
-        // the script consent pinned (a relative path names it from where hermes started).
-        // Claude Code runs every command through a shell; one with pipes, `&&` or
-        // variables needs it to mean what it says.
-        (None, _) => match claude::argv(&spec.command) {
+        // Run as written, through the shell, in the agent's directory, as Claude Code
+        // runs a hook in the project: a relative path is the project's, and the file
+        // consent pinned is that one (see `ShellHookSpec::script_file`), so nothing in the
+        // command is rewritten.
+        (None, _) => match claude::argv_as_written(&spec.command) {
             Ok(argv) => {
                 // SessionStart hooks get the session's environment file, where `export`
                 // lines reach the session's later terminal commands.
@@ -888,7 +886,7 @@ fn run_claude(
                 }
                 env.extend(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 spawn::run_argv_in(
-                    &pinned_argv(&spec.command, argv, script),
+                    &argv,
                     stdin.as_bytes(),
                     timeout,
                     &env,

@@ -55,10 +55,12 @@ pub fn resolved_path(command: &str) -> Option<PathBuf> {
 /// The script's modification time as `2026-04-21T10:11:12.123456Z`, or `None` when it
 /// cannot be read (the reference's `script_mtime_at_approval`).
 pub fn mtime_iso(command: &str) -> Option<String> {
-    let modified = std::fs::metadata(resolved_path(command)?)
-        .ok()?
-        .modified()
-        .ok()?;
+    mtime_iso_file(&resolved_path(command)?)
+}
+
+/// [`mtime_iso`] of the file at `path`.
+pub fn mtime_iso_file(path: &std::path::Path) -> Option<String> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
     let (secs, nanos) = match modified.duration_since(UNIX_EPOCH) {
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
         Err(e) => {
@@ -100,7 +102,7 @@ pub fn sha256(command: &str) -> Option<String> {
 }
 
 /// The hex sha256 of the regular file at `path`.
-pub(crate) fn sha256_file(path: &std::path::Path) -> Option<String> {
+pub fn sha256_file(path: &std::path::Path) -> Option<String> {
     if !std::fs::metadata(path).ok()?.is_file() {
         return None;
     }

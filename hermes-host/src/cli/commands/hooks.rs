@@ -139,7 +139,10 @@ fn mtime_drift(
     spec: &ShellHookSpec,
     approval: &Approval,
 ) -> (Option<bool>, Option<String>, Option<String>) {
-    let now = script::mtime_iso(&spec.command);
+    let now = spec
+        .script_file()
+        .as_deref()
+        .and_then(script::mtime_iso_file);
     let at = approval.script_mtime_at_approval.clone();
     let (Some(now_s), Some(at_s)) = (&now, &at) else {
         return (None, at, now);
@@ -157,7 +160,7 @@ fn mtime_drift(
 
 /// Whether an approval's content pin no longer matches the script.
 fn content_changed(spec: &ShellHookSpec, approval: &Approval) -> bool {
-    !approval.content_matches(script::sha256(&spec.command).as_deref())
+    !approval.content_matches(spec.script_sha256().as_deref())
 }
 
 fn list(
@@ -265,10 +268,10 @@ fn list(
     Ok(ExitStatus::Success)
 }
 
-/// The shell a `format: claude` command runs through, when it needs one.
+/// The shell a `format: claude` command runs through: every one, as written.
 fn through_shell(spec: &shell::ShellHookSpec) -> Option<&'static str> {
     let claude = spec.format == shell::config::Format::Claude && spec.http.is_none();
-    (claude && shell::claude::needs_shell(&spec.command)).then(shell::claude::shell)
+    claude.then(shell::claude::shell)
 }
 
 /// `text` on one line: line breaks and other control characters escaped (`\n`), so that a
@@ -796,6 +799,17 @@ fn doctor_one(spec: &ShellHookSpec, allowlist: &Allowlist, policy: &Policy) -> V
             } else {
                 problem("✗ script missing or not executable (chmod +x the file, or fix the path)")
             });
+            // The file consent pins and a `format: claude` hook runs: a relative path is
+            // the project's (where the hook runs), as in Claude Code. Hermes hooks keep the
+            // reference's report, line for line.
+            if let (shell::config::Format::Claude, Some(file)) = (spec.format, spec.script_file()) {
+                let whose = if spec.work_dir.is_some() {
+                    " (in the agent's directory)"
+                } else {
+                    ""
+                };
+                checks.push(ok(format!("  runs {}{whose}", file.display())));
+            }
             executable
         }
     };
@@ -972,11 +986,15 @@ fn allow(
     };
     // A `format: claude` command named as config.yaml writes it is approved as it runs,
     // with `$CLAUDE_PROJECT_DIR` filled in: that is what consent looks up.
-    let command = specs
+    let spec = specs
         .iter()
-        .find(|s| s.written == command)
-        .map_or(command, |s| s.command.as_str());
-    let current = script::sha256(command);
+        .find(|s| s.written == command || s.command == command);
+    let command = spec.map_or(command, |s| s.command.as_str());
+    let file = spec.map_or_else(
+        || script::resolved_path(command),
+        ShellHookSpec::script_file,
+    );
+    let current = file.as_deref().and_then(script::sha256_file);
     let mut approved = Vec::new();
     let mut already = Vec::new();
     for event in &events {
@@ -986,7 +1004,7 @@ fn allow(
         if fresh {
             already.push(event.clone());
         } else {
-            allowlist.approve(event, command)?;
+            allowlist.approve_file(event, command, file.as_deref())?;
             approved.push(event.clone());
         }
     }
