@@ -1416,3 +1416,78 @@ fn an_export_written_to_claude_env_file_reaches_later_terminal_commands() {
     let (ran, _) = c.run(&session, "deny");
     ran.says(&["hello from SessionStart", "assistant: greeted"]);
 }
+
+/// A project's four imported hooks in the moo.md style, each `bash .claude/scripts/<x>.sh`
+/// relative to the project: a session surface (SessionStart context from a project file), a
+/// reference guard (no reading `refs/`), a roadmap guard (no writing `ROADMAP.md`) and a Stop
+/// reminder (a note in the project). Run with `--cwd` from another directory they decide
+/// as they do when hermes starts in the project.
+#[test]
+fn a_projects_moo_style_hooks_decide_the_same_under_cwd_as_in_the_project() {
+    let c = Corpus::new("pre_tool_call", Some("Bash"), "validate_bash.py");
+    let scripts = c.work().join(".claude/scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::create_dir_all(c.work().join("refs")).unwrap();
+    std::fs::write(c.work().join("refs/paper.md"), "long reference").unwrap();
+    std::fs::write(c.work().join(".claude/state.md"), "phase 2 of 3").unwrap();
+    bash_script(
+        &scripts.join("session-surface.sh"),
+        "cat >/dev/null\necho \"Project state: $(cat .claude/state.md)\"\n",
+    );
+    bash_script(
+        &scripts.join("reference-guard.sh"),
+        "input=$(cat)\ncase \"$input\" in *'/refs/'*) echo 'reference guard: read refs/SUMMARY.md instead' >&2; exit 2;; esac\n",
+    );
+    bash_script(
+        &scripts.join("roadmap-guard.sh"),
+        "input=$(cat)\ncase \"$input\" in *ROADMAP.md*) echo 'roadmap guard: the roadmap is edited by people' >&2; exit 2;; esac\n",
+    );
+    bash_script(
+        &scripts.join("stop-reminder.sh"),
+        "cat >/dev/null\necho reminded >> .claude/reminders.log\n",
+    );
+    std::fs::write(
+        c.home().join("config.yaml"),
+        "hooks:\n  on_session_start:\n    - command: bash .claude/scripts/session-surface.sh\n      format: claude\n  pre_tool_call:\n    - command: bash .claude/scripts/reference-guard.sh\n      matcher: Read\n      format: claude\n    - command: bash .claude/scripts/roadmap-guard.sh\n      matcher: Write\n      format: claude\n  post_llm_call:\n    - command: bash .claude/scripts/stop-reminder.sh\n      format: claude\n",
+    )
+    .unwrap();
+    let session = c.home().join("moo.yaml");
+    std::fs::write(
+        &session,
+        one_turn(
+            "work",
+            "      - tool: read_file\n        args: {path: refs/paper.md}\n      - tool: write_file\n        args: {path: ROADMAP.md, content: mine}\n      - final: done\n        echo: true\n",
+        ),
+    )
+    .unwrap();
+    let run_from = |dir: &Path| {
+        let ran = Ran(c.hermes_from(
+            dir,
+            &[
+                "run",
+                session.to_str().unwrap(),
+                "--cwd",
+                c.work().to_str().unwrap(),
+            ],
+        ));
+        ran.says(&[
+            "reference guard: read refs/SUMMARY.md instead",
+            "roadmap guard: the roadmap is edited by people",
+            "Project state: phase 2 of 3",
+            "assistant: done",
+        ]);
+        ran.0.stdout
+    };
+    let in_project = run_from(c.work());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let from_elsewhere = run_from(elsewhere.path());
+    assert_eq!(
+        String::from_utf8_lossy(&in_project).replace(&c.work().display().to_string(), "<p>"),
+        String::from_utf8_lossy(&from_elsewhere).replace(&c.work().display().to_string(), "<p>"),
+    );
+    assert!(!c.work().join("ROADMAP.md").exists());
+    assert_eq!(
+        std::fs::read_to_string(c.work().join(".claude/reminders.log")).unwrap(),
+        "reminded\nreminded\n"
+    );
+}
