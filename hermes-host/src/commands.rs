@@ -33,6 +33,10 @@ pub trait CommandHandler: Send + Sync {
     ) -> Result<Option<String>, String>;
 }
 
+/// The gateway's own commands, which a plugin's command of the same name would shadow: as
+/// in the reference, such a registration is refused with a warning.
+pub const BUILT_IN: &[&str] = &["new", "reset", "status", "help"];
+
 /// Every plugin command of one load.
 #[derive(Clone, Default)]
 pub struct CommandRegistry {
@@ -96,6 +100,12 @@ impl CommandRegistry {
             return Err(format!(
                 "Plugin '{}' tried to register a command with an empty name.",
                 spec.source
+            ));
+        }
+        if BUILT_IN.contains(&spec.name.as_str()) {
+            return Err(format!(
+                "Plugin '{}' tried to register command '/{}' which conflicts with a built-in command. Skipping.",
+                spec.source, spec.name
             ));
         }
         if let Some((first, _)) = self.commands.iter().find(|(s, _)| s.name == spec.name) {

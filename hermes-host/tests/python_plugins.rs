@@ -2734,7 +2734,8 @@ def register(ctx):
             "mine": json.loads(ctx.dispatch_tool("ops_echo", {"x": raw})),
         }, sort_keys=True)
     ctx.register_tool("ops_echo", "ops", {"name": "ops_echo"}, lambda args, **kw: json.dumps({"echo": args["x"]}))
-    ctx.register_command("status", status)
+    ctx.register_command("opsreport", status)
+    ctx.register_command("status", status)  # a built-in's name: refused, as in Hermes
     # Its own guard fires for the terminal call it dispatches itself.
     ctx.register_hook("pre_tool_call", lambda tool_name, args, **kw: None)
 "#;
@@ -2758,7 +2759,7 @@ fn a_slash_command_dispatches_tools_through_the_users_guards() {
     ));
     let script = env.write(
         "s.yaml",
-        "turns:\n  - user: /status Paris\n    steps: []\n  - user: /status Nowhere\n    steps: []\n",
+        "turns:\n  - user: /opsreport Paris\n    steps: []\n  - user: /opsreport Nowhere\n    steps: []\n",
     );
     let out = run_within(
         &env,
@@ -2808,6 +2809,48 @@ fn a_slash_command_dispatches_tools_through_the_users_guards() {
             json!({"tool": "terminal", "status": "blocked"}),
         ]
     );
+}
+
+/// Behind the gateway too: a chat's `/status` runs the command, whose dispatched tools go
+/// through the same guards, and answers the chat.
+#[test]
+fn a_gateway_command_dispatches_tools_through_the_guards() {
+    let env = weather_home();
+    env.plugin("ops", "name: ops\n", &[("__init__.py", OPS_PLUGIN)]);
+    env.config("plugins:\n  enabled: [weather, ops]\n");
+    let (out, lines) = env.gateway_stdin(&[
+        json!({"chat_id": "c1", "user_id": "u1", "text": "/opsreport Paris"}),
+        json!({"chat_id": "c1", "user_id": "u1", "text": "/opsreport Nowhere"}),
+    ]);
+    assert!(
+        text(&out).contains(
+            "Plugin 'ops' tried to register command '/status' which conflicts with a built-in command. Skipping."
+        ),
+        "{}",
+        text(&out)
+    );
+    let answers: Vec<Value> = lines
+        .iter()
+        .filter(|v| v["kind"] == "notice")
+        .filter_map(|v| v["text"].as_str())
+        .map(|t| serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}\n{}", text(&out))))
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", text(&out));
+    assert!(
+        answers[0]["terminal"]
+            .as_str()
+            .unwrap()
+            .contains("dispatched Paris"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        answers[1]["weather"],
+        r#"{"error": "no forecast for Nowhere"}"#,
+        "{}",
+        text(&out)
+    );
+    assert_eq!(answers[1]["mine"], json!({"echo": "Nowhere"}));
 }
 
 const SECTIONS_PLUGIN: &str = r#"def rules(info):
