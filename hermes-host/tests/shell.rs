@@ -1531,7 +1531,10 @@ fn hooks_import_claude_adds_entries_keeps_the_rest_and_approves_nothing() {
     );
     let list = stdout(&home.hermes(&["hooks", "list"]));
     assert!(
-        list.contains("matcher='Bash' (timeout=20s, format=claude, ✗ not allowlisted)"),
+        list.contains(&format!(
+            "matcher='Bash' (timeout=20s, format=claude, through {}, ✗ not allowlisted)",
+            hermes_host::shell::claude::shell()
+        )),
         "{list}"
     );
     // Importing again adds nothing.
