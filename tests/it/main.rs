@@ -38,3 +38,6 @@ mod docs;
 // Files the host refuses: libraries outside their directory, names that are not plain,
 // files others can write or own.
 mod trust;
+
+// hermes hooks replay: recorded traces against candidate policies.
+mod replay;

@@ -509,6 +509,30 @@ pub enum HooksCommand {
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
     },
+    /// Fire every firing of recorded traces again at this home's hooks (all three systems,
+    /// no tool or model runs) and compare each outcome with the recorded one; exit 1 when
+    /// one changed. Record a trace with `hermes run SCRIPT --trace json --trace-file FILE`.
+    Replay {
+        /// JSON traces (`--trace json`), replayed in order.
+        #[arg(required = true, value_name = "TRACE")]
+        traces: Vec<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Compare with the outcomes saved in FILE (by --write-expect) instead of the
+        /// trace's own.
+        #[arg(long, value_name = "FILE")]
+        expect: Option<PathBuf>,
+        /// Save this replay's outcomes to FILE, for a later --expect.
+        #[arg(long, value_name = "FILE")]
+        write_expect: Option<PathBuf>,
+        /// Fire no observer hook and emit no gateway event: only hooks whose answer decides.
+        #[arg(long)]
+        no_side_effects: bool,
+        /// The directory the agent works in, as the recorded run had it.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
     /// Register plugins and approved shell hooks as an agent run does, then fire one event.
     Fire {
         /// The event, such as pre_tool_call.

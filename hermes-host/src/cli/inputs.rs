@@ -22,10 +22,21 @@ pub fn payload_text(inline: Option<String>, file: Option<PathBuf>) -> anyhow::Re
 pub fn tracer(format: &str, file: Option<&Path>) -> anyhow::Result<Arc<Tracer>> {
     let format: TraceFormat = format.parse().map_err(anyhow::Error::msg)?;
     let out: Box<dyn Write + Send> = match file {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ),
+        // A JSON trace holds every payload (commands, file contents): private to the user,
+        // as the transcripts are, even when the file was there before.
+        Some(path) => Box::new({
+            use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("cannot make {} private", path.display()))?;
+            file
+        }),
         None => Box::new(std::io::stderr()),
     };
     Ok(Arc::new(Tracer::new(format, out)))

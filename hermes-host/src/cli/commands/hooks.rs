@@ -76,6 +76,24 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
             json,
             cwd,
         } => allow(settings, &command, event.as_deref(), json, cwd.as_deref()),
+        HooksCommand::Replay {
+            traces,
+            json,
+            expect,
+            write_expect,
+            no_side_effects,
+            cwd,
+        } => super::replay::replay(
+            settings,
+            &super::replay::Request {
+                traces: &traces,
+                as_json: json,
+                expect: expect.as_deref(),
+                write_expect: write_expect.as_deref(),
+                no_side_effects,
+                cwd: cwd.as_deref(),
+            },
+        ),
         HooksCommand::Fire {
             event,
             payload,

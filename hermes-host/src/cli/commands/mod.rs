@@ -8,6 +8,7 @@ mod hooks_import;
 mod install_files;
 mod logs;
 mod plugins;
+mod replay;
 mod run;
 
 use super::ExitStatus;
