@@ -102,6 +102,7 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "slow_callback_warning",
     "python",
     "entries",
+    "shadow",
 ];
 
 /// `plugins:`: which plugins load, and how. Read by [`crate::plugins`].
@@ -122,6 +123,8 @@ pub struct PluginsSection {
     pub slow_callback_warning: Setting<Value>,
     /// The interpreter of Python plugins.
     pub python: Setting<String>,
+    /// Plugins whose callbacks run as shadow hooks: their answers recorded, never applied.
+    pub shadow: Setting<Names>,
 }
 
 impl PluginsSection {
@@ -140,6 +143,7 @@ impl PluginsSection {
             "a list of plugin names",
             self.disabled.invalid(),
         );
+        wrong("shadow", "a list of plugin names", self.shadow.invalid());
         wrong(
             "settings",
             "a mapping of plugin names to settings",
@@ -170,6 +174,12 @@ impl PluginsSection {
     /// `plugins.disabled` as names (empty when missing).
     pub fn disabled_names(&self) -> Vec<String> {
         self.disabled.get().map(|n| n.0.clone()).unwrap_or_default()
+    }
+
+    /// `plugins.shadow` as names (empty when missing): plugins whose callbacks only say
+    /// what they would have done.
+    pub fn shadow_names(&self) -> Vec<String> {
+        self.shadow.get().map(|n| n.0.clone()).unwrap_or_default()
     }
 
     /// `plugins.settings.<plugin>`: the user's settings for one plugin, as JSON, merged over

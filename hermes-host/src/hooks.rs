@@ -58,6 +58,9 @@ pub struct LoadOptions {
     pub consent: ConsentPolicy,
     /// Where every firing's record goes, when anywhere.
     pub trace: Option<Arc<dyn TraceSink>>,
+    /// Where shadow hooks' answers go (`shadow: true`, `plugins.shadow`); without one
+    /// they are logged at INFO.
+    pub shadow_sink: Option<Arc<dyn crate::registry::ShadowSink>>,
     /// Load gateway hooks too, printing their `[hooks] ...` lines to this log.
     pub gateway_log: Option<Arc<dyn GatewayLog>>,
     /// How gateway hooks run (Python interpreter, queue size).
@@ -79,6 +82,7 @@ impl Default for LoadOptions {
             shell_hooks: true,
             consent: ConsentPolicy::AllowlistedOnly,
             trace: None,
+            shadow_sink: None,
             gateway_log: None,
             gateway: GatewayOptions::default(),
             work_dir: None,
@@ -233,6 +237,10 @@ impl Hooks {
         let mut registry = Registry::new();
         if let Some(trace) = &options.trace {
             registry.set_trace(trace.clone());
+        }
+        registry.set_shadow_plugins(config.plugins.shadow_names());
+        if let Some(sink) = &options.shadow_sink {
+            registry.set_shadow_sink(sink.clone());
         }
         let mut plugins = LoadReport::default();
         if !options.safe_mode {

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use crate::fatal::{Firing, Mark};
 use abi_stable::std_types::{ROption, RResult, RString};
 use hermes_hooks_abi::core::{
-    EventView, Field, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply, action,
-    no_host_calls,
+    EventView, Field, FieldValue, HookCallbackBox, HostCalls, HostCalls_TO, HostCallsRef, Reply,
+    action, no_host_calls,
 };
 use hermes_hooks_abi::hooks::{self, OutcomeKind, payload};
 
@@ -238,6 +238,58 @@ pub struct Registry {
     commands: crate::commands::CommandRegistry,
     /// System prompt sections plugins add (see [`crate::prompt_sections`]).
     prompt_sections: crate::prompt_sections::PromptSections,
+    /// Shadow hooks: run at their real moment with the real payload, their answers only
+    /// recorded (see [`Registry::add_shadow`]).
+    shadow: Shadows,
+}
+
+/// The shadow side of a registry: its hooks (a registry of their own), the plugins whose
+/// callbacks go there, where their answers are recorded, and the thread that runs them.
+#[derive(Default)]
+struct Shadows {
+    registry: Option<Arc<Registry>>,
+    plugins: Vec<String>,
+    sink: Option<Arc<dyn ShadowSink>>,
+    queue: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<ShadowJob>>>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+    /// Firings handed to the shadow thread and not yet recorded.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// What each shadow callback answered at the firing being run (the shadow registry's
+    /// trace; one shadow thread, so one firing at a time).
+    answers: Arc<std::sync::Mutex<Vec<FiringRecord>>>,
+}
+
+/// A firing waiting for the shadow hooks.
+struct ShadowJob {
+    hook: String,
+    payload: crate::payload::OwnedPayload,
+    real: Outcome,
+}
+
+/// How many firings may wait for the shadow hooks; past it a firing's shadow run is
+/// skipped, and counted ([`Registry::shadow_dropped`]), so a slow shadow hook never holds
+/// up the agent or its memory.
+const SHADOW_QUEUE: usize = 256;
+
+/// What a shadow hook would have done at one firing, beside what was done.
+#[derive(Clone, Debug)]
+pub struct ShadowRecord {
+    /// The hook.
+    pub hook: String,
+    /// The payload's fields, as shell hooks receive them.
+    pub payload: serde_json::Map<String, serde_json::Value>,
+    /// What the shadow hooks together would have decided.
+    pub shadow: Outcome,
+    /// What the deciding hooks decided.
+    pub real: Outcome,
+    /// What each shadow callback answered, in registry order.
+    pub callbacks: Vec<FiringRecord>,
+}
+
+/// Where shadow hooks' answers go (a log line, a file of records, a counter).
+pub trait ShadowSink: Send + Sync {
+    /// Called on the shadow thread, once per firing that had shadow hooks.
+    fn record(&self, record: ShadowRecord);
 }
 
 /// One hook's callbacks and its combining rule.
@@ -249,6 +301,8 @@ struct HookEntries {
     /// Whether any entry is out of process: kept up to date by `add`, so a firing of
     /// native callbacks only does not scan the list to find out.
     has_external: bool,
+    /// Whether shadow hooks watch this hook: it fires even with no deciding callback.
+    shadowed: bool,
 }
 
 impl HookEntries {
@@ -258,6 +312,7 @@ impl HookEntries {
             entries: Vec::new(),
             marks: Vec::new(),
             has_external: false,
+            shadowed: false,
         }
     }
 
@@ -352,12 +407,11 @@ impl Registry {
     /// Appends an entry to `hook`'s list. Unknown hook names are kept (never fired unless
     /// someone fires that name), as the reference does.
     pub fn add(&mut self, hook: &str, entry: Entry) {
-        if self.known.is_empty() {
-            self.known = hooks::HOOKS
-                .iter()
-                .map(|h| HookEntries::new(h.outcome))
-                .collect();
+        if self.is_shadow_source(&entry.source) {
+            self.add_shadow(hook, entry);
+            return;
         }
+        self.ensure_known();
         match hooks::HOOKS.iter().position(|h| h.name == hook) {
             Some(i) => self.known[i].push(hook, entry),
             None => match self.unknown.iter_mut().find(|(name, _)| name == hook) {
@@ -368,6 +422,172 @@ impl Registry {
                     self.unknown.push((hook.to_string(), slot));
                 }
             },
+        }
+    }
+
+    fn ensure_known(&mut self) {
+        if self.known.is_empty() {
+            self.known = hooks::HOOKS
+                .iter()
+                .map(|h| HookEntries::new(h.outcome))
+                .collect();
+        }
+    }
+
+    /// Makes the callbacks of plugins `names` shadow hooks (`plugins.shadow` of
+    /// `config.yaml`): call before the plugins load.
+    pub fn set_shadow_plugins(&mut self, names: Vec<String>) {
+        self.shadow.plugins = names;
+    }
+
+    /// Where shadow hooks' answers are recorded; without a sink they are only logged.
+    pub fn set_shadow_sink(&mut self, sink: Arc<dyn ShadowSink>) {
+        self.shadow.sink = Some(sink);
+    }
+
+    /// Firings whose shadow hooks did not run because the shadow queue was full.
+    pub fn shadow_dropped(&self) -> u64 {
+        self.shadow
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits at most `within` for the shadow hooks to finish what they were handed (a run
+    /// about to exit), and returns how many firings they have not recorded yet.
+    pub fn flush_shadows(&self, within: std::time::Duration) -> usize {
+        let until = Instant::now() + within;
+        loop {
+            let pending = self
+                .shadow
+                .pending
+                .load(std::sync::atomic::Ordering::Acquire);
+            if pending == 0 || Instant::now() >= until {
+                return pending;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The shadow hooks, when there are any.
+    pub fn shadows(&self) -> Option<&Registry> {
+        self.shadow.registry.as_deref()
+    }
+
+    fn is_shadow_source(&self, source: &Source) -> bool {
+        match source {
+            Source::Plugin(name) | Source::Python(name) => {
+                self.shadow.plugins.iter().any(|p| **p == **name)
+            }
+            Source::Shell | Source::Host => false,
+        }
+    }
+
+    /// Adds `entry` as a shadow hook of `hook`: it runs at each firing of the hook, after
+    /// the deciding callbacks and on a thread of its own, with the same payload; what it
+    /// answers is recorded (see [`set_shadow_sink`](Registry::set_shadow_sink)) and never
+    /// applied, and its time and failures never reach the firing.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use hermes_host::registry::{Callback, Entry, Registry, ShadowRecord, ShadowSink, Source, ToolVerdict};
+    /// use hermes_hooks_abi::{core::Reply, hooks::payload::PreToolCallEvent};
+    /// struct Seen(Mutex<Vec<ShadowRecord>>);
+    /// impl ShadowSink for Seen {
+    ///     fn record(&self, record: ShadowRecord) { self.0.lock().unwrap().push(record); }
+    /// }
+    /// let seen = Arc::new(Seen(Mutex::new(Vec::new())));
+    /// let mut registry = Registry::new();
+    /// registry.set_shadow_sink(seen.clone());
+    /// let block: Arc<hermes_host::registry::InProcessFn> = Arc::new(|_e| Ok(Some(Reply::new("block", "too strict?"))));
+    /// registry.add_shadow("pre_tool_call", Entry { source: Source::Host, label: "host::strict".into(), callback: Callback::InProcess(block) });
+    /// let verdict = registry.pre_tool_call(&PreToolCallEvent { tool_name: "terminal", args: "{}", ..Default::default() });
+    /// assert_eq!(verdict, ToolVerdict::default(), "a shadow hook decides nothing");
+    /// for _ in 0..200 {
+    ///     if !seen.0.lock().unwrap().is_empty() { break; }
+    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    /// }
+    /// assert_eq!(seen.0.lock().unwrap()[0].callbacks[0].callback, "host::strict");
+    /// ```
+    pub fn add_shadow(&mut self, hook: &str, entry: Entry) {
+        self.mark_shadowed(hook);
+        match self.shadow_registry_mut() {
+            Some(shadow) => shadow.add(hook, entry),
+            None => tracing::warn!(
+                "shadow hook {} for {hook} added after the registry was shared; it does not run",
+                entry.label
+            ),
+        }
+    }
+
+    /// The shadow registry, made on first use, with each callback's answer traced.
+    fn shadow_registry_mut(&mut self) -> Option<&mut Registry> {
+        let answers = self.shadow.answers.clone();
+        let shadow = self.shadow.registry.get_or_insert_with(|| {
+            let mut registry = Registry::new();
+            registry.set_trace(answers);
+            Arc::new(registry)
+        });
+        Arc::get_mut(shadow)
+    }
+
+    fn mark_shadowed(&mut self, hook: &str) {
+        self.ensure_known();
+        if let Some(i) = hooks::HOOKS.iter().position(|h| h.name == hook) {
+            self.known[i].shadowed = true;
+        }
+    }
+
+    /// Hands a firing of `hook` to the shadow hooks, when any watch it: a copy of its
+    /// payload and the real outcome go to the shadow thread, and the firing goes on.
+    fn shadow_fire(&self, hook: &str, fields: &[Field<'_>], real: &Outcome) {
+        let Some(shadow) = &self.shadow.registry else {
+            return;
+        };
+        if !shadow.has(hook) {
+            return;
+        }
+        let queue = self.shadow.queue.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<ShadowJob>(SHADOW_QUEUE);
+            let shadow = shadow.clone();
+            let sink = self.shadow.sink.clone();
+            let pending = self.shadow.pending.clone();
+            let answers = self.shadow.answers.clone();
+            std::thread::Builder::new()
+                .name("hermes-shadow".into())
+                .spawn(move || {
+                    for job in rx {
+                        run_shadow(&shadow, &answers, sink.as_deref(), job);
+                        pending.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        });
+        let Some(queue) = queue else {
+            return;
+        };
+        let mut payload = serde_json::Map::new();
+        for field in fields {
+            payload.insert(field.name.as_str().to_string(), field_json(&field.value));
+        }
+        let job = ShadowJob {
+            hook: hook.to_string(),
+            payload: crate::payload::OwnedPayload::from_json(
+                hook,
+                &serde_json::Value::Object(payload),
+            ),
+            real: real.clone(),
+        };
+        self.shadow
+            .pending
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if queue.try_send(job).is_err() {
+            self.shadow
+                .pending
+                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            self.shadow
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -453,6 +673,15 @@ impl Registry {
         labels: Vec<String>,
         group: Arc<dyn ExternalGroup>,
     ) {
+        if self.is_shadow_source(&source) {
+            // A shadow plugin's group answers in the shadow registry, never joined with a
+            // deciding neighbour.
+            self.mark_shadowed(hook);
+            if let Some(shadow) = self.shadow_registry_mut() {
+                shadow.add_group(hook, source, labels, group);
+            }
+            return;
+        }
         // Joined with the group just before it in this hook's order when the two can answer
         // together: its entries move to the joined group, and these follow them.
         let mut group = group;
@@ -518,7 +747,7 @@ impl Registry {
 
     /// Whether any callback is registered for `hook`.
     pub fn has(&self, hook: &str) -> bool {
-        !self.entries(hook).is_empty()
+        !self.entries(hook).is_empty() || self.slot(hook).is_some_and(|s| s.shadowed)
     }
 
     /// Fires `hook` with `fields` and no host capabilities, and combines the answers.
@@ -551,7 +780,7 @@ impl Registry {
     fn live(&self, index: usize) -> Option<&HookEntries> {
         self.known
             .get(index)
-            .filter(|slot| !slot.entries.is_empty())
+            .filter(|slot| !slot.entries.is_empty() || slot.shadowed)
     }
 
     fn fire_slot<'a>(
@@ -562,14 +791,22 @@ impl Registry {
         host: HostCallsRef<'a>,
     ) -> Outcome {
         if slot.entries.is_empty() {
-            return Outcome::empty(slot.kind);
+            let outcome = Outcome::empty(slot.kind);
+            if slot.shadowed {
+                self.shadow_fire(hook, fields, &outcome);
+            }
+            return outcome;
         }
         let view = EventView::new(hook, fields, host);
         let mut combiner = Combiner::new(slot.kind);
         self.each_answer(&view, slot, |entry, reply| {
             combiner.take(hook, entry, reply)
         });
-        combiner.finish()
+        let outcome = combiner.finish();
+        if slot.shadowed {
+            self.shadow_fire(hook, fields, &outcome);
+        }
+        outcome
     }
 
     /// `pre_tool_call`: may the tool run, and with which arguments?
@@ -606,6 +843,9 @@ impl Registry {
         self.each_answer(&view, slot, |entry, reply| {
             take_tool(&mut verdict, hook, entry, reply)
         });
+        if slot.shadowed {
+            self.shadow_fire(hook, &fields, &Outcome::Tool(verdict.clone()));
+        }
         verdict
     }
 
@@ -928,6 +1168,52 @@ impl Job<'_> {
             Job::One(ext) => vec![ext.run(view)],
             Job::Group(group) => group.run_all(view),
         }
+    }
+}
+
+/// Runs the shadow hooks of one firing and records what they would have done.
+fn run_shadow(
+    shadow: &Registry,
+    answers: &std::sync::Mutex<Vec<FiringRecord>>,
+    sink: Option<&dyn ShadowSink>,
+    job: ShadowJob,
+) {
+    let fields = job.payload.fields();
+    if let Ok(mut answers) = answers.lock() {
+        answers.clear();
+    }
+    let outcome = shadow.fire(&job.hook, &fields);
+    let callbacks = answers
+        .lock()
+        .map(|mut a| std::mem::take(&mut *a))
+        .unwrap_or_default();
+    let mut payload = serde_json::Map::new();
+    for field in &fields {
+        payload.insert(field.name.as_str().to_string(), field_json(&field.value));
+    }
+    let record = ShadowRecord {
+        hook: job.hook,
+        payload,
+        shadow: outcome,
+        real: job.real,
+        callbacks,
+    };
+    match sink {
+        Some(sink) => sink.record(record),
+        None => tracing::info!("shadow {}: {:?}", record.hook, record.shadow),
+    }
+}
+
+/// A field's value as JSON.
+fn field_json(value: &FieldValue<'_>) -> serde_json::Value {
+    match value {
+        FieldValue::Null => serde_json::Value::Null,
+        FieldValue::Bool(b) => serde_json::Value::Bool(*b),
+        FieldValue::Int(i) => serde_json::Value::from(*i),
+        FieldValue::Float(f) => serde_json::Value::from(*f),
+        FieldValue::Str(s) => serde_json::Value::String(s.as_str().to_string()),
+        FieldValue::Json(s) => serde_json::from_str(s.as_str())
+            .unwrap_or_else(|_| serde_json::Value::String(s.as_str().to_string())),
     }
 }
 

@@ -261,3 +261,191 @@ fn expected_outcomes_catch_a_changed_rewrite_and_observers_can_stay_quiet() {
         loud.describe()
     );
 }
+
+/// Runs `hermes run` in `work` on one turn of terminal `commands`, with approvals denied
+/// and hooks accepted, failing if it takes longer than `limit` (a shadow hook must never
+/// hold the run up).
+fn session_within(
+    home: &TestHome,
+    work: &Path,
+    commands: &[&str],
+    limit: std::time::Duration,
+) -> String {
+    let mut text = String::from("turns:\n  - user: go\n    steps:\n");
+    for c in commands {
+        text.push_str(&format!(
+            "      - tool: terminal\n        args: {{command: '{c}'}}\n"
+        ));
+    }
+    text.push_str("      - final: done\n");
+    let script = work.join("shadow.yaml");
+    std::fs::write(&script, text).unwrap();
+    let mut child = std::process::Command::new(hermes_tests::support::built().hermes())
+        .arg("--home")
+        .arg(home.path())
+        .args(["--accept-hooks", "run"])
+        .arg(&script)
+        .args([
+            "--cwd",
+            work.to_str().unwrap(),
+            "--approvals",
+            "deny",
+            "--trace",
+            "off",
+        ])
+        .env("HERMES_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the run took longer than {limit:?}: a shadow hook held it up");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Shadow hooks of three systems (a shell hook with `shadow: true`, a native and a Python
+/// plugin in `plugins.shadow`) run at the real moment and say what they would have
+/// blocked, while the call runs; `hooks shadow-report` sums up their agreement. A shadow
+/// hook that hangs or crashes leaves the decision and the run's time alone.
+#[test]
+fn shadow_hooks_record_what_they_would_block_while_the_call_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let home = TestHome::new();
+    home.install("guardrail", "guardrail", None, None);
+    let py = home.path().join("plugins/publish-guard");
+    std::fs::create_dir_all(&py).unwrap();
+    std::fs::write(py.join("plugin.yaml"), "name: publish-guard\n").unwrap();
+    std::fs::write(
+        py.join("__init__.py"),
+        "def guard(tool_name, args, **kw):\n    if 'publish' in args.get('command', ''):\n        return {'action': 'block', 'message': 'publishing goes through CI'}\n\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n",
+    )
+    .unwrap();
+    let shell = home.script(
+        "destroy-guard.sh",
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *destroy*) echo '{\"decision\": \"block\", \"reason\": \"no destroy\"}';; esac\n",
+    );
+    let hang = home.script("hang.sh", "#!/bin/sh\ncat >/dev/null\nsleep 60\n");
+    let crash = home.script("crash.sh", "#!/bin/sh\ncat >/dev/null\nexit 3\n");
+    home.config(&format!(
+        "plugins:\n  enabled: [guardrail, publish-guard]\n  shadow: [guardrail, publish-guard]\n  settings:\n    guardrail:\n      default_patterns: false\n      patterns:\n        - pattern: 'touch forced'\n          reason: forced\nhooks:\n  pre_tool_call:\n    - command: {}\n      shadow: true\n    - command: {}\n      shadow: true\n      timeout: 90\n    - command: {}\n      shadow: true\n      fail_closed: true\n",
+        shell.display(),
+        hang.display(),
+        crash.display()
+    ));
+    let out = session_within(
+        &home,
+        work.path(),
+        &[
+            "touch forced",
+            "touch publish",
+            "touch destroy",
+            "touch fine",
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    // Every call ran: nothing a shadow hook answered was applied.
+    for file in ["forced", "publish", "destroy", "fine"] {
+        assert!(
+            work.path().join(file).is_file(),
+            "{file} was not made: {out}"
+        );
+    }
+    // The hanging hook holds up the shadow thread, not the run: its firings are reported
+    // as not recorded at exit, and nothing of the run waited for it.
+    assert!(
+        out.contains("shadow hook firing(s) still running at exit"),
+        "{out}"
+    );
+
+    // Without the hanging hook, every firing is recorded.
+    std::fs::remove_file(home.path().join("logs/shadow.jsonl")).ok();
+    let config = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    home.config(&config.replace(
+        &format!(
+            "    - command: {}\n      shadow: true\n      timeout: 90\n",
+            hang.display()
+        ),
+        "",
+    ));
+    let out = session_within(
+        &home,
+        work.path(),
+        &[
+            "touch forced",
+            "touch publish",
+            "touch destroy",
+            "touch fine",
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    assert!(
+        out.contains("shadow pre_tool_call would block: Blocked by guardrail: forced"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shadow pre_tool_call would block: publishing goes through CI (publish-guard::guard; the real decision: allowed)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shadow pre_tool_call would block: no destroy"),
+        "{out}"
+    );
+    let records = std::fs::read_to_string(home.path().join("logs/shadow.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 4, "{records}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(home.path().join("logs/shadow.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "shadow records hold payloads: private");
+    let report = home.hermes(&["hooks", "shadow-report"], &[]);
+    report.expect_code(0);
+    let text = report.stdout();
+    for (callback, disagreed) in [
+        ("guardrail::", 1),
+        ("publish-guard::guard", 1),
+        ("destroy-guard.sh]", 1),
+        // Fail-closed and crashing on every call: it would have blocked all four.
+        ("crash.sh]", 4),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(callback) && l.contains("firing(s)"))
+            .unwrap_or_else(|| panic!("no line for {callback}: {}", report.describe()));
+        assert!(
+            line.contains(&format!(
+                "4 firing(s), agreed with the deciding hooks on {}, disagreed on {disagreed}",
+                4 - disagreed
+            )),
+            "{line}"
+        );
+    }
+    let json = home.hermes(&["hooks", "shadow-report", "--since", "1h", "--json"], &[]);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    let shadows = json["shadows"].as_array().unwrap();
+    assert_eq!(shadows.len(), 4, "{json}");
+    let publish = shadows
+        .iter()
+        .find(|s| s["callback"] == "publish-guard::guard")
+        .unwrap();
+    assert_eq!(
+        publish["disagreements"][0]["payload"]["args"]["command"],
+        "touch publish"
+    );
+}

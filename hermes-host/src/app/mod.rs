@@ -16,3 +16,4 @@ pub mod bench;
 pub mod fleet;
 pub mod logfile;
 pub mod server;
+pub mod shadow;

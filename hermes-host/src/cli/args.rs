@@ -533,6 +533,16 @@ pub enum HooksCommand {
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
     },
+    /// Sum up what shadow hooks (`shadow: true`, `plugins.shadow`) would have done: per
+    /// hook, how often they agreed with the deciding hooks, and the disagreements.
+    ShadowReport {
+        /// Only records of the last AGE (30m, 24h, 7d).
+        #[arg(long, value_name = "AGE")]
+        since: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Register plugins and approved shell hooks as an agent run does, then fire one event.
     Fire {
         /// The event, such as pre_tool_call.

@@ -106,6 +106,7 @@ fn options(
         },
         trace,
         gateway_log,
+        shadow_sink: Some(Arc::new(crate::app::shadow::ShadowLog::new(&settings.home))),
         ..LoadOptions::default()
     }
 }

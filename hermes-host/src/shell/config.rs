@@ -101,6 +101,9 @@ pub struct ShellHookSpec {
     pub env: Vec<(String, String)>,
     /// The plugin the hook came with (a Claude Code plugin), `None` for `config.yaml`'s.
     pub plugin: Option<String>,
+    /// `shadow: true`: the hook runs at its real moment with the real payload, and what it
+    /// answers is recorded, never applied (see [`Registry::add_shadow`](crate::registry::Registry::add_shadow)).
+    pub shadow: bool,
 }
 
 /// The protocol a shell hook speaks, both ways.
@@ -137,6 +140,7 @@ impl ShellHookSpec {
             work_dir: None,
             env: Vec::new(),
             plugin: None,
+            shadow: false,
         }
     }
 
@@ -374,6 +378,7 @@ const ENTRY_KEYS: &[&str] = &[
     "claude_event",
     "headers",
     "allowed_env_vars",
+    "shadow",
 ];
 
 fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Option<ShellHookSpec> {
@@ -455,6 +460,18 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
                 repr_yaml(other)
             ));
             0
+        }
+    };
+
+    let shadow = match entry.get("shadow") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].shadow must be true or false (got {}); using false",
+                repr_yaml(other)
+            ));
+            false
         }
     };
 
@@ -570,6 +587,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         work_dir: None,
         env: Vec::new(),
         plugin: None,
+        shadow,
     };
     // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until
     // the host says where the agent works.

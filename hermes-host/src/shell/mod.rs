@@ -262,7 +262,18 @@ pub fn register_with(
             spec.timeout
         );
         let hook = ShellHook::new(spec.clone(), pin, identity, policy, position);
-        registry.add_external(&spec.event, Source::Shell, spec.label(), Arc::new(hook));
+        if spec.shadow {
+            registry.add_shadow(
+                &spec.event,
+                crate::registry::Entry {
+                    source: Source::Shell,
+                    label: spec.label(),
+                    callback: crate::registry::Callback::External(Arc::new(hook)),
+                },
+            );
+        } else {
+            registry.add_external(&spec.event, Source::Shell, spec.label(), Arc::new(hook));
+        }
         report.registered.push(spec);
     }
     let carries_session_context = report

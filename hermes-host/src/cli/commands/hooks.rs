@@ -94,6 +94,9 @@ pub fn run(command: Option<HooksCommand>, settings: &Settings) -> anyhow::Result
                 cwd: cwd.as_deref(),
             },
         ),
+        HooksCommand::ShadowReport { since, json } => {
+            super::replay::shadow_report(settings, since.as_deref(), json)
+        }
         HooksCommand::Fire {
             event,
             payload,

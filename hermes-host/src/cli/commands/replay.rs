@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::app::agent::trace::describe;
 use crate::app::bench::QuietLog;
+use crate::app::shadow::{refuses, rule_of};
 use crate::cli::ExitStatus;
 use crate::cli::load::load_hooks;
 use crate::cli::settings::Settings;
@@ -61,19 +62,6 @@ impl Change {
             Change::Error => "error",
         }
     }
-}
-
-/// Whether a worded outcome refuses the call: a block, or a dispatch skipped.
-fn refuses(outcome: &str) -> bool {
-    outcome.starts_with("blocked by ") || outcome.starts_with("skipped by ")
-}
-
-/// The rule a refusal names: `blocked by <label>: <message>` gives the label.
-fn rule_of(outcome: &str) -> Option<&str> {
-    let rest = outcome
-        .strip_prefix("blocked by ")
-        .or_else(|| outcome.strip_prefix("skipped by "))?;
-    Some(rest.split_once(": ").map_or(rest, |(by, _)| by))
 }
 
 fn classify(recorded: &str, now: &str, failed: bool) -> Change {
@@ -416,4 +404,119 @@ fn print_json(
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// `hermes hooks shadow-report [--since AGE]`: per hook, how often the shadow hooks agreed
+/// with the deciding ones over the records of `logs/shadow.jsonl`, and the disagreements
+/// with examples.
+pub(super) fn shadow_report(
+    settings: &Settings,
+    since: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let since_at = match since {
+        Some(age) => now - parse_age(age)?.as_secs_f64(),
+        None => 0.0,
+    };
+    let file = crate::app::shadow::records_path(&settings.home);
+    let records = crate::app::shadow::read_records(&file, since_at)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    // Per hook and shadow callback: (firings, agreed, disagreements).
+    let mut rows: Vec<ShadowRow<'_>> = Vec::new();
+    for r in &records {
+        let hook = r["hook"].as_str().unwrap_or("?");
+        for answer in r["callbacks"].as_array().into_iter().flatten() {
+            let callback = answer["callback"].as_str().unwrap_or("?");
+            let slot = match rows
+                .iter()
+                .position(|(h, c, ..)| h == hook && c == callback)
+            {
+                Some(i) => i,
+                None => {
+                    rows.push((hook.to_string(), callback.to_string(), 0, 0, Vec::new()));
+                    rows.len() - 1
+                }
+            };
+            rows[slot].2 += 1;
+            if answer["agreed"].as_bool() == Some(true) {
+                rows[slot].3 += 1;
+            } else {
+                rows[slot].4.push((r, answer));
+            }
+        }
+    }
+    if as_json {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|(hook, callback, n, agreed, disagreements)| {
+                let examples: Vec<Value> = disagreements
+                    .iter()
+                    .map(|(r, a)| json!({ "payload": r["payload"], "shadow": a["decision"], "real": r["real"] }))
+                    .collect();
+                json!({ "hook": hook, "callback": callback, "firings": n, "agreed": agreed, "disagreements": examples })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "file": file, "shadows": out }))?
+        );
+        return Ok(ExitStatus::Success);
+    }
+    if records.is_empty() {
+        println!(
+            "No shadow records in {}{}. Mark a hook `shadow: true` (or a plugin in plugins.shadow) and run the agent.",
+            file.display(),
+            since
+                .map(|s| format!(" from the last {s}"))
+                .unwrap_or_default()
+        );
+        return Ok(ExitStatus::Success);
+    }
+    println!("Shadow hooks in {}:", file.display());
+    for (hook, callback, n, agreed, disagreements) in &rows {
+        println!(
+            "  {hook} {callback}: {n} firing(s), agreed with the deciding hooks on {agreed}, disagreed on {}",
+            disagreements.len()
+        );
+        for (r, answer) in disagreements.iter().take(3) {
+            let payload = &r["payload"];
+            let what = match (payload["tool_name"].as_str(), payload.get("args")) {
+                (Some(tool), Some(args)) => format!("{tool} {args}"),
+                _ => payload.to_string(),
+            };
+            let what: String = what.chars().take(120).collect();
+            println!("    {what}");
+            println!(
+                "      shadow: {}",
+                answer["decision"].as_str().unwrap_or_default()
+            );
+            println!("      real:   {}", r["real"].as_str().unwrap_or_default());
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// One line of the shadow report: a hook, a shadow callback, its firings, how many agreed,
+/// and the disagreements (the record and the callback's answer).
+type ShadowRow<'a> = (String, String, usize, usize, Vec<(&'a Value, &'a Value)>);
+
+/// `30s`, `15m`, `24h`, `7d`, or a number of seconds.
+fn parse_age(text: &str) -> anyhow::Result<Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--since {text}: give an age such as 30m, 24h or 7d"))?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        other => bail!("--since {text}: unknown unit '{other}' (s, m, h or d)"),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(scale)))
 }

@@ -40,6 +40,9 @@ fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 }
 
+/// How long a finished run waits for its shadow hooks to record what they were handed.
+const SHADOW_FLUSH: Duration = Duration::from_secs(2);
+
 pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
     let mode: ApprovalMode = args.approvals.parse().map_err(anyhow::Error::msg)?;
@@ -70,6 +73,15 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         events: None,
     };
     let results = agent.run_script(&script, &cwd);
+    // Shadow hooks record what they would have done on a thread of their own: a little
+    // time to finish before the process ends, never the run's.
+    let unrecorded = agent.registry.flush_shadows(SHADOW_FLUSH);
+    if unrecorded > 0 {
+        eprintln!(
+            "hermes: {unrecorded} shadow hook firing(s) still running at exit; not recorded in {}",
+            crate::app::shadow::records_path(&settings.home).display()
+        );
+    }
     if results.iter().any(|r| r.interrupted) {
         eprintln!("hermes: interrupted");
         return Ok(ExitStatus::Interrupted);

@@ -518,6 +518,15 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         }
     };
     let summary = server.shutdown(how, shutdown_deadline);
+    let unrecorded = server
+        .agent()
+        .registry
+        .flush_shadows(Duration::from_secs(5));
+    if unrecorded > 0 {
+        log.line(&format!(
+            "gateway: {unrecorded} shadow hook firing(s) still running at exit; not recorded"
+        ));
+    }
     let mut line = format!(
         "gateway: stopped; {} session(s) finalized",
         summary.finalized
