@@ -442,3 +442,47 @@ fn the_log_file_gets_the_librarys_info_lines_that_stderr_leaves_out() {
         "{log}"
     );
 }
+
+/// A shadow hook's firings show in `gateway status`, counted from its records since the
+/// gateway started.
+#[test]
+fn gateway_status_counts_the_shadow_hooks_firings() {
+    let op = Operator::new();
+    let script = op.home().join("shadow-context.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"context\": \"from the shadow\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        op.home().join("config.yaml"),
+        format!(
+            "hooks_auto_accept: true\nhooks:\n  pre_llm_call:\n    - command: {}\n      shadow: true\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    ok(&op.hermes(&["gateway", "start"]));
+    let socket = op.status()["endpoints"][0]["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The shadow's context is recorded, never given to the model.
+    assert_eq!(ask(&socket, "hello"), "hello");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while op.status()["shadow"]["recorded"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no shadow firing counted: {}",
+            op.status()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(op.status()["shadow"]["disagreed"], 0);
+    let human = ok(&op.hermes(&["gateway", "status"]));
+    assert!(
+        human.contains("shadow hooks: 1 firing(s) recorded since the start, 0 disagreed"),
+        "{human}"
+    );
+}

@@ -408,6 +408,14 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
         .map(|e| (e.clone(), answers(e)))
         .collect();
     let log_file = state.log_file.clone().unwrap_or(default_log);
+    // Shadow hooks' firings since this gateway started, from their records.
+    let shadow_file = crate::app::shadow::records_path(&settings.home);
+    let shadows =
+        crate::app::shadow::read_records(&shadow_file, state.started as f64).unwrap_or_default();
+    let disagreed = shadows
+        .iter()
+        .filter(|r| r["agreed"].as_bool() != Some(true))
+        .count();
     if json {
         println!(
             "{}",
@@ -422,6 +430,7 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
                 "last_reload": state.last_reload,
                 "reloads": state.reloads,
                 "events": state.events,
+                "shadow": {"recorded": shadows.len(), "disagreed": disagreed},
                 "log_file": log_file,
                 "supervised": state::supervisor_pid(settings).is_some(),
             })
@@ -469,6 +478,13 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitStatus> {
             out,
             "  events: {} published, {} spooled, {} dropped, {} duplicate(s)",
             events.published, events.spooled, events.dropped, events.duplicates
+        );
+    }
+    if !shadows.is_empty() {
+        let _ = writeln!(
+            out,
+            "  shadow hooks: {} firing(s) recorded since the start, {disagreed} disagreed with the deciding hooks (`hermes hooks shadow-report`)",
+            shadows.len()
         );
     }
     let _ = writeln!(
