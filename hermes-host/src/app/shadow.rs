@@ -34,6 +34,8 @@ pub fn rule_of(outcome: &str) -> Option<&str> {
 /// warning when a shadow hook would have refused, a count for `gateway status`.
 pub struct ShadowLog {
     file: PathBuf,
+    /// The run's trace, where each shadow callback's answer is a `shadow` record too.
+    trace: Option<std::sync::Arc<dyn hermes_host::registry::TraceSink>>,
     /// Shadow firings recorded, and of those how many disagreed with the real decision.
     pub recorded: AtomicU64,
     /// Of [`recorded`](ShadowLog::recorded), those that disagreed.
@@ -41,10 +43,14 @@ pub struct ShadowLog {
 }
 
 impl ShadowLog {
-    /// Records for `home`.
-    pub fn new(home: &hermes_host::home::Home) -> ShadowLog {
+    /// Records for `home`, also written to `trace` when the run has one.
+    pub fn new(
+        home: &hermes_host::home::Home,
+        trace: Option<std::sync::Arc<dyn hermes_host::registry::TraceSink>>,
+    ) -> ShadowLog {
         ShadowLog {
             file: records_path(home),
+            trace,
             recorded: AtomicU64::new(0),
             disagreed: AtomicU64::new(0),
         }
@@ -68,6 +74,12 @@ impl ShadowSink for ShadowLog {
         let mut callbacks = Vec::new();
         let mut all_agreed = true;
         for answer in &record.callbacks {
+            if let Some(trace) = &self.trace {
+                trace.record(hermes_host::registry::FiringRecord {
+                    system: "shadow",
+                    ..answer.clone()
+                });
+            }
             let decision = match &answer.error {
                 Some(error) => format!("raised: {error}"),
                 None => answer.decision.clone(),

@@ -104,9 +104,12 @@ fn options(
         } else {
             ConsentPolicy::PromptOnTerminal
         },
+        shadow_sink: Some(Arc::new(crate::app::shadow::ShadowLog::new(
+            &settings.home,
+            trace.clone(),
+        ))),
         trace,
         gateway_log,
-        shadow_sink: Some(Arc::new(crate::app::shadow::ShadowLog::new(&settings.home))),
         ..LoadOptions::default()
     }
 }
