@@ -22,6 +22,11 @@ const COMMANDS: &[&str] = &[
 fn record(home: &TestHome, work: &Path) -> PathBuf {
     home.install("guardrail", "guardrail", None, None);
     home.config("plugins:\n  enabled: [guardrail]\n");
+    record_in(home, work)
+}
+
+/// Records a session of [`COMMANDS`] in `home` as it is, and returns the trace.
+fn record_in(home: &TestHome, work: &Path) -> PathBuf {
     let mut text = String::from("turns:\n  - user: ship it\n    steps:\n");
     for c in COMMANDS {
         text.push_str(&format!(
@@ -34,6 +39,7 @@ fn record(home: &TestHome, work: &Path) -> PathBuf {
     let trace = work.join("trace.jsonl");
     let run = home.hermes(
         &[
+            "--accept-hooks",
             "run",
             script.to_str().unwrap(),
             "--cwd",
@@ -185,6 +191,46 @@ fn a_looser_policy_is_caught_newly_allowing() {
         run.describe()
     );
     assert!(out.contains("now:    allowed"), "{out}");
+}
+
+/// Recorded under the strict home, replayed against the plain one: the calls each
+/// system's guard blocked are newly allowed, per rule.
+#[test]
+fn a_looser_policy_of_every_system_is_caught_newly_allowing_by_rule() {
+    let work = tempfile::tempdir().unwrap();
+    let strict = strict_home(work.path(), false);
+    let trace = record_in(&strict, work.path());
+    let plain = TestHome::new();
+    plain.install("guardrail", "guardrail", None, None);
+    plain.config("plugins:\n  enabled: [guardrail]\n");
+    let run = replay(&plain, &[trace.to_str().unwrap()]);
+    run.expect_code(1);
+    let out = run.stdout();
+    assert!(
+        out.contains(
+            "pre_tool_call: 2 same, 0 newly blocked, 4 newly allowed, 0 changed, 0 error(s)"
+        ),
+        "{}",
+        run.describe()
+    );
+    for command in [
+        "git push --force origin main",
+        "npm publish",
+        "terraform destroy",
+        "kubectl delete pod web",
+    ] {
+        assert!(
+            out.contains(&format!(
+                "newly allowed: terminal {{\"command\":\"{command}\"}}"
+            )),
+            "{command}: {}",
+            run.describe()
+        );
+    }
+    assert!(
+        out.contains("rule publish-guard::guard: 1 change(s), 0 call(s) it would have blocked"),
+        "{out}"
+    );
 }
 
 /// Golden outcomes: `--write-expect` saves them, `--expect` holds a later policy to them
