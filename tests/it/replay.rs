@@ -495,3 +495,35 @@ fn shadow_hooks_record_what_they_would_block_while_the_call_runs() {
         "touch publish"
     );
 }
+
+/// A session transcript replays too: its tool calls are rebuilt as `pre_tool_call`
+/// firings; those that ran count as allowed, and those whose result was an error (a
+/// block, or the tool's failure: the transcript does not say) are named and left out.
+#[test]
+fn a_session_transcript_replays_its_tool_calls() {
+    let work = tempfile::tempdir().unwrap();
+    let recorded = TestHome::new();
+    record(&recorded, work.path());
+    let transcript = std::fs::read_dir(recorded.path().join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .expect("the run kept a transcript");
+    let strict = strict_home(work.path(), false);
+    let run = replay(&strict, &[transcript.to_str().unwrap()]);
+    run.expect_code(1);
+    let out = run.stdout();
+    assert!(
+        out.contains(
+            "pre_tool_call: 1 same, 3 newly blocked, 0 newly allowed, 0 changed, 0 error(s)"
+        ),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr()
+            .contains("2 tool call(s) of the transcript ended in an error"),
+        "{}",
+        run.describe()
+    );
+}

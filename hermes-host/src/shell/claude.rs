@@ -167,6 +167,18 @@ pub fn tool_name(hermes: &str) -> &str {
     tool(hermes).map_or(hermes, |t| t.claude)
 }
 
+/// The Hermes tool of a Claude tool name; an unmapped name is kept.
+///
+/// ```
+/// assert_eq!(hermes_host::shell::claude::hermes_tool_name("Bash"), "terminal");
+/// ```
+pub fn hermes_tool_name(claude: &str) -> &str {
+    TOOLS
+        .iter()
+        .find(|t| t.claude == claude)
+        .map_or(claude, |t| t.hermes)
+}
+
 fn scale(value: &Value, scale: Scale, to_claude: bool) -> Value {
     match (scale, value.as_f64()) {
         (Scale::SecondsToMs, Some(n)) if to_claude => json!((n * 1000.0).round() as i64),

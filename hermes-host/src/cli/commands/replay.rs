@@ -84,6 +84,8 @@ fn read_trace(trace: &Path, out: &mut Vec<Firing>) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read the trace {}", trace.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     let before = out.len();
+    // A session transcript's tool calls, by id, until their results say how they went.
+    let mut calls: Vec<(String, Firing)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -95,6 +97,10 @@ fn read_trace(trace: &Path, out: &mut Vec<Firing>) -> anyhow::Result<()> {
                 i + 1
             )
         })?;
+        if record.get("message").is_some() && record.get("sessionId").is_some() {
+            transcript_firing(&record, trace, i + 1, &mut calls);
+            continue;
+        }
         let kind = record["kind"].as_str().unwrap_or_default();
         let (Some(hook), Some(payload)) = (record["hook"].as_str(), record.get("payload")) else {
             continue;
@@ -111,6 +117,24 @@ fn read_trace(trace: &Path, out: &mut Vec<Firing>) -> anyhow::Result<()> {
             recorded,
         });
     }
+    // A tool call whose result is an error (a hook's block, or the tool's own failure: the
+    // transcript does not say which) is not compared; one that ran was allowed.
+    let mut unknown = 0;
+    for (_, mut firing) in calls {
+        match firing.recorded.as_deref() {
+            Some("allowed") => out.push(firing),
+            _ => {
+                unknown += 1;
+                firing.recorded = None;
+            }
+        }
+    }
+    if unknown > 0 {
+        eprintln!(
+            "hermes: {}: {unknown} tool call(s) of the transcript ended in an error (a hook's block or the tool's failure; it does not say which) and are not compared",
+            trace.display()
+        );
+    }
     if out.len() == before {
         bail!(
             "{}: no firings with payloads in it; record one with `hermes run SCRIPT --trace json --trace-file FILE`",
@@ -118,6 +142,47 @@ fn read_trace(trace: &Path, out: &mut Vec<Firing>) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The `pre_tool_call` firing a session transcript's line rebuilds: a `tool_use` starts
+/// one (its outcome unknown), and its `tool_result` says it ran (`allowed`) or not.
+fn transcript_firing(record: &Value, trace: &Path, line: usize, calls: &mut Vec<(String, Firing)>) {
+    let session = record["sessionId"].as_str().unwrap_or_default();
+    for part in record["message"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        match part["type"].as_str() {
+            Some("tool_use") => {
+                let name = part["name"].as_str().unwrap_or_default();
+                let tool = hermes_host::shell::claude::hermes_tool_name(name);
+                let input = part["input"].as_object().cloned().unwrap_or_default();
+                let args = hermes_host::shell::claude::hermes_args(tool, &input);
+                let id = part["id"].as_str().unwrap_or_default().to_string();
+                let firing = Firing {
+                    at: format!("{}:{line}", trace.display()),
+                    hook: "pre_tool_call".into(),
+                    payload: json!({
+                        "tool_name": tool, "args": args, "task_id": session,
+                        "session_id": session, "tool_call_id": id,
+                    }),
+                    recorded: Some(String::new()),
+                };
+                calls.push((id, firing));
+            }
+            Some("tool_result") => {
+                let id = part["tool_use_id"].as_str().unwrap_or_default();
+                let content = part["content"].as_str().unwrap_or_default();
+                let failed =
+                    serde_json::from_str::<Value>(content).is_ok_and(|v| v.get("error").is_some());
+                if let Some((_, firing)) = calls.iter_mut().find(|(i, _)| i == id) {
+                    firing.recorded = Some(if failed { "error" } else { "allowed" }.into());
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What a replayed firing came to.
