@@ -250,7 +250,9 @@ struct Shadows {
     registry: Option<Arc<Registry>>,
     plugins: Vec<String>,
     sink: Option<Arc<dyn ShadowSink>>,
-    queue: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<ShadowJob>>>,
+    // Behind an Arc, so that a registry holds no cell of its own: the compiler may then
+    // treat a shared registry as unchanging, which the dispatch fast paths rely on.
+    queue: Arc<std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<ShadowJob>>>>,
     dropped: Arc<std::sync::atomic::AtomicU64>,
     /// Firings handed to the shadow thread and not yet recorded.
     pending: Arc<std::sync::atomic::AtomicUsize>,
