@@ -264,6 +264,9 @@ struct Shadows {
 /// A firing waiting for the shadow hooks.
 struct ShadowJob {
     hook: String,
+    /// The payload's fields as JSON, for the record.
+    json: serde_json::Map<String, serde_json::Value>,
+    /// The same fields, for the shadow callbacks.
     payload: crate::payload::OwnedPayload,
     real: Outcome,
 }
@@ -568,16 +571,17 @@ impl Registry {
         let Some(queue) = queue else {
             return;
         };
-        let mut payload = serde_json::Map::new();
-        for field in fields {
-            payload.insert(field.name.as_str().to_string(), field_json(&field.value));
-        }
+        let json: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .map(|f| (f.name.as_str().to_string(), field_json(&f.value)))
+            .collect();
         let job = ShadowJob {
             hook: hook.to_string(),
             payload: crate::payload::OwnedPayload::from_json(
                 hook,
-                &serde_json::Value::Object(payload),
+                &serde_json::Value::Object(json.clone()),
             ),
+            json,
             real: real.clone(),
         };
         self.shadow
@@ -1189,13 +1193,9 @@ fn run_shadow(
         .lock()
         .map(|mut a| std::mem::take(&mut *a))
         .unwrap_or_default();
-    let mut payload = serde_json::Map::new();
-    for field in &fields {
-        payload.insert(field.name.as_str().to_string(), field_json(&field.value));
-    }
     let record = ShadowRecord {
         hook: job.hook,
-        payload,
+        payload: job.json,
         shadow: outcome,
         real: job.real,
         callbacks,

@@ -363,15 +363,22 @@ fn per_rule<'a>(changed: &[&'a Replayed]) -> Vec<(String, Vec<&'a Replayed>)> {
 
 /// A firing as an example: the tool and its arguments, else the payload, cut short.
 fn example(r: &Replayed) -> String {
-    let what = match (r.payload["tool_name"].as_str(), r.payload.get("args")) {
+    format!("{} ({})", call_summary(&r.payload), r.at)
+}
+
+/// A firing's payload in a line: the tool and its arguments, else the payload, cut to 120
+/// characters.
+fn call_summary(payload: &Value) -> String {
+    let what = match (payload["tool_name"].as_str(), payload.get("args")) {
         (Some(tool), Some(args)) => format!("{tool} {args}"),
-        _ => r.payload.to_string(),
+        _ => payload.to_string(),
     };
-    let mut what: String = what.chars().take(120).collect();
-    if what.len() < r.payload.to_string().len() && what.chars().count() == 120 {
-        what.push('…');
+    if what.chars().count() <= 120 {
+        return what;
     }
-    format!("{} ({})", what, r.at)
+    let mut cut: String = what.chars().take(120).collect();
+    cut.push('…');
+    cut
 }
 
 fn print_text(
@@ -547,13 +554,7 @@ pub(super) fn shadow_report(
             disagreements.len()
         );
         for (r, answer) in disagreements.iter().take(3) {
-            let payload = &r["payload"];
-            let what = match (payload["tool_name"].as_str(), payload.get("args")) {
-                (Some(tool), Some(args)) => format!("{tool} {args}"),
-                _ => payload.to_string(),
-            };
-            let what: String = what.chars().take(120).collect();
-            println!("    {what}");
+            println!("    {}", call_summary(&r["payload"]));
             println!(
                 "      shadow: {}",
                 answer["decision"].as_str().unwrap_or_default()
