@@ -7,7 +7,9 @@
 //! [`PluginContext`].
 
 use crate::core::{EventView, Field, FieldValue};
-use crate::sdk::{DispatchDecision, Gateway, Json, PluginContext, SessionStore, ToolDecision};
+use crate::sdk::{
+    DispatchDecision, Gateway, Json, PluginContext, SessionStore, ToolDecision, VerifyDecision,
+};
 pub use crate::sdk::{GatewayEvent, OutcomeKind};
 
 /// How a field's value crosses the boundary and what its accessor returns.
@@ -256,6 +258,7 @@ macro_rules! outcome_ty {
     (Replace) => { Option<String> };
     (ReplaceNonEmpty) => { Option<String> };
     (Dispatch) => { DispatchDecision };
+    (Verify) => { VerifyDecision };
 }
 
 macro_rules! define_hooks {
@@ -510,6 +513,70 @@ define_hooks! {
         turn_id: OptStr since "1.3" = "The id of this turn (interface 1.3).",
         api_call_count: Int since "1.3" = "How many model requests this turn made (interface 1.3).",
     }
+    /// Fires once per turn in which the agent edited files, when it is about to give its
+    /// final answer (interface 1.3). The first `Continue` with a message keeps it working:
+    /// the message becomes the next user instruction and the loop runs again, at most
+    /// `agent.max_verify_nudges` times in a row (3 by default); the held-back answer is not
+    /// shown meanwhile.
+    pre_verify => PreVerifyEvent, Verify, since "1.3" {
+        session_id: Str = "The session id.",
+        platform: Str = "`cli` or the gateway platform name.",
+        model: Str = "The model name.",
+        coding: Bool = "Whether the turn runs in a code workspace (scope a hook on it).",
+        attempt: Int = "How many times this turn was already kept working by `pre_verify` (0 the first time).",
+        final_response: Str = "The answer the agent is about to give.",
+        changed_paths: Json = "The files the agent edited this turn (a sorted JSON list, never empty here).",
+        task_id: Str = "The task (agent run) this turn belongs to.",
+        turn_id: OptStr = "The turn about to finish.",
+    }
+    /// Fires when the model starts streaming a response (interface 1.3). Observer, off the
+    /// stream: each callback has a bounded queue of its own, and a slow callback loses its
+    /// oldest events (counted), never slowing the stream.
+    on_stream_start => StreamStartEvent, Observer, since "1.3" {
+        session_id: Str = "The session id.",
+        turn_id: OptStr = "The turn being streamed, when known (opaque).",
+        iteration: Int = "Which model request of the turn's tool loop this is (1 for the first).",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        surface: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires for each piece of streamed text (interface 1.3). Observer, off the stream, as
+    /// `on_stream_start`.
+    on_stream_delta => StreamDeltaEvent, Observer, since "1.3" {
+        session_id: Str = "The session id.",
+        turn_id: OptStr = "The turn being streamed, when known (opaque).",
+        iteration: Int = "Which model request of the turn's tool loop this is (1 for the first).",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        surface: Str = "`cli` or the gateway platform name.",
+        delta: Str = "The new text.",
+        kind: Str = "`text`, or `reasoning` when `plugins.stream_reasoning_deltas` is on.",
+    }
+    /// Fires when a streamed response ends, complete or not (interface 1.3). Observer, off
+    /// the stream, as `on_stream_start`.
+    on_stream_end => StreamEndEvent, Observer, since "1.3" {
+        session_id: Str = "The session id.",
+        turn_id: OptStr = "The turn being streamed, when known (opaque).",
+        iteration: Int = "Which model request of the turn's tool loop this is (1 for the first).",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        surface: Str = "`cli` or the gateway platform name.",
+        final_text: Str = "The whole streamed text.",
+        finished: Bool = "Whether the stream ran to its end.",
+        error: OptStr = "Why it did not, when it did not.",
+    }
+    /// Fires for the text of an intermediate response, one that asks for tools too
+    /// (interface 1.3), streamed or not. Observer, off the stream, as `on_stream_start`.
+    on_interim_message => InterimMessageEvent, Observer, since "1.3" {
+        session_id: Str = "The session id.",
+        turn_id: OptStr = "The turn being streamed, when known (opaque).",
+        iteration: Int = "Which model request of the turn's tool loop this is (1 for the first).",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        surface: Str = "`cli` or the gateway platform name.",
+        text: Str = "The intermediate text.",
+        already_streamed: Bool = "Whether its text already went out as `on_stream_delta`s.",
+    }
     /// Fires on the first turn of a new session. Observer.
     on_session_start => SessionStartEvent, Observer, since "1.0" {
         session_id: Str = "The new session's id.",
@@ -543,6 +610,18 @@ define_hooks! {
         reason: Str since "1.3" = "Why: `new_session` (interface 1.3).",
         old_session_id: OptStr since "1.3" = "The session the reset closed (interface 1.3).",
         new_session_id: OptStr since "1.3" = "The new session's id again, under the reference's name (interface 1.3).",
+    }
+    /// Fires once per delegated child, after it is built and before it runs (interface
+    /// 1.3). Observer: to stop a delegation, block the `delegate_task` call in
+    /// `pre_tool_call`.
+    subagent_start => SubagentStartEvent, Observer, since "1.3" {
+        parent_session_id: OptStr = "The delegating session's id.",
+        parent_turn_id: Str = "The parent's turn that delegated.",
+        parent_subagent_id: OptStr = "The parent's own subagent id when it is a child itself; `None` at the top.",
+        child_session_id: OptStr = "The child session's id.",
+        child_subagent_id: Str = "The child's subagent id, stable for its whole run.",
+        child_role: Str = "The child's role (`leaf` when none was given).",
+        child_goal: Str = "What the child was asked to do.",
     }
     /// Fires once per delegated child, on the parent, after all children finished. Observer.
     subagent_stop => SubagentStopEvent, Observer, since "1.0" {
@@ -665,6 +744,29 @@ define_hooks! {
         assistant_content_chars: Int since "1.3" = "The length of the assistant's text, in characters (interface 1.3).",
         assistant_tool_call_count: Int since "1.3" = "How many tool calls the response asks for (interface 1.3).",
     }
+    /// Fires when a request to the model's API failed (interface 1.3). Observer.
+    api_request_error => ApiRequestErrorEvent, Observer, since "1.3" {
+        task_id: Str = "The task (agent run) this request belongs to.",
+        turn_id: OptStr = "The turn this request belongs to.",
+        api_request_id: OptStr = "The id its `pre_api_request` had.",
+        session_id: Str = "The session id.",
+        platform: Str = "`cli` or the gateway platform name.",
+        model: Str = "The model name.",
+        provider: Str = "The model provider.",
+        base_url: Str = "The model endpoint's base URL.",
+        api_mode: Str = "The API dialect, such as `chat_completions`.",
+        api_call_count: Int = "How many API calls this turn has made, this one included.",
+        api_duration: Float = "How long the request took before it failed, in seconds.",
+        started_at: Float = "When the request started, in seconds since the Unix epoch.",
+        ended_at: Float = "When it failed, in seconds since the Unix epoch.",
+        status_code: OptInt = "The HTTP status, when the provider answered one.",
+        retry_count: Int = "How many times this request was already retried.",
+        max_retries: Int = "How many retries are allowed.",
+        retryable: Bool = "Whether it will be retried.",
+        reason: Str = "The error's class: `rate_limit`, `timeout`, `auth`, `server_error`, `bad_request` or `unknown`.",
+        error: Str = "The error text.",
+        request: Json = "The request as sent: `{\"method\", \"body\"}`.",
+    }
     /// Fires after a final, non-empty, non-interrupted response; the first non-empty text
     /// returned replaces it.
     transform_llm_output => TransformLlmOutputEvent, ReplaceNonEmpty, since "1.0" {
@@ -672,6 +774,33 @@ define_hooks! {
         session_id: Str = "The session id.",
         model: Str = "The model name.",
         platform: Str = "`cli` or the gateway platform name.",
+    }
+    /// Fires when a task of a task board is claimed, before its worker starts (interface
+    /// 1.3; fired by hosts that have a board, and by `hermes plugins fire`). Observer.
+    kanban_task_claimed => KanbanTaskClaimedEvent, Observer, since "1.3" {
+        task_id: Str = "The board task's id.",
+        board: OptStr = "The board, when there are several.",
+        assignee: OptStr = "Who the task is assigned to.",
+        run_id: OptInt = "The task's run, when it has one.",
+        profile_name: Str = "The profile the worker runs as.",
+    }
+    /// Fires when a task of a task board is completed (interface 1.3). Observer.
+    kanban_task_completed => KanbanTaskCompletedEvent, Observer, since "1.3" {
+        task_id: Str = "The board task's id.",
+        board: OptStr = "The board, when there are several.",
+        assignee: OptStr = "Who the task is assigned to.",
+        run_id: OptInt = "The task's run, when it has one.",
+        profile_name: Str = "The profile the worker runs as.",
+        summary: OptStr = "The worker's summary, when it gave one.",
+    }
+    /// Fires when a task of a task board is blocked (interface 1.3). Observer.
+    kanban_task_blocked => KanbanTaskBlockedEvent, Observer, since "1.3" {
+        task_id: Str = "The board task's id.",
+        board: OptStr = "The board, when there are several.",
+        assignee: OptStr = "Who the task is assigned to.",
+        run_id: OptInt = "The task's run, when it has one.",
+        profile_name: Str = "The profile the worker runs as.",
+        reason: OptStr = "Why it is blocked, when known.",
     }
 }
 

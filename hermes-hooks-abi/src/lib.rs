@@ -86,7 +86,8 @@ pub use abi_stable;
 /// ```
 pub mod prelude {
     pub use crate::hooks::*;
-    pub use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision};
+    pub use crate::sdk::offer::{MiddlewareKind, MiddlewareOutcome};
+    pub use crate::sdk::{DispatchDecision, Json, PluginContext, ToolDecision, VerifyDecision};
 }
 
 /// Exports a plugin's root module, wrapping `register` so that nothing unwinds into the host.

@@ -360,8 +360,10 @@ impl Hooks {
         self.registry.middleware()
     }
 
-    /// The tools plugins registered (see [`crate::tools`]): a host offers them to its model
-    /// and runs them, after its own hooks, with [`ToolRegistry::dispatch`](crate::tools::ToolRegistry::dispatch).
+    /// The tools plugins of every kind registered (see [`crate::tools`]): a host offers
+    /// them to its model and runs a call through every gate with
+    /// [`Registry::call_tool`] (reachable on the facade through `Deref`), or only the
+    /// tool with [`ToolRegistry::dispatch`](crate::tools::ToolRegistry::dispatch).
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();

@@ -92,7 +92,9 @@ pub mod registry;
 pub mod run_control;
 pub mod schema;
 pub mod shell;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tool_call;
 pub mod tools;
 pub mod trust;

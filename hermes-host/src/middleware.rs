@@ -23,6 +23,11 @@
 //! '<kind>' callback <name> raised: <error>`: its request rewrite is not applied, and a
 //! failed wrapper is passed over (its `next_call`'s result, when it had one, stands).
 //!
+//! Beyond the reference, an `llm_request` callback may answer the request itself (a
+//! cache, a canned reply, a refusal): the model is then not called, and neither are later
+//! rewrites nor `llm_execution` wrappers (a Python callback returns `{"response": ...}`, a
+//! native one `MiddlewareOutcome::Respond`).
+//!
 //! The chain holds any [`Middleware`]: a Python plugin's worker answers for all of that
 //! plugin's callbacks of a kind at once (see `plugins::python`), and an embedder
 //! may add its own with [`MiddlewareChain::push`].
@@ -113,6 +118,9 @@ pub struct Rewrite {
     /// Callbacks that failed, with the reference's warning text (already logged or not:
     /// the chain logs them).
     pub failures: Vec<String>,
+    /// An `llm_request` middleware's own response: the request is answered without the
+    /// model (and without `llm_execution` middleware), and later rewrites do not run.
+    pub response: Option<Value>,
 }
 
 /// The rest of an execution chain, handed to a wrapper: call it with the payload to pass
@@ -160,6 +168,8 @@ pub struct Rewritten {
     pub original: Value,
     /// One entry per replacement, in order: what hooks get as `middleware_trace`.
     pub trace: Vec<Value>,
+    /// A middleware's own response to an `llm_request`: the model is not called.
+    pub response: Option<Value>,
 }
 
 impl Rewritten {
@@ -226,10 +236,16 @@ impl MiddlewareChain {
         let original = payload.clone();
         let mut current = payload;
         let mut trace = Vec::new();
+        let mut response = None;
         for middleware in self.of(kind) {
             let step = middleware.rewrite(kind, current.clone(), &original, context);
             for failure in &step.failures {
                 tracing::warn!("{failure}");
+            }
+            if let Some(answer) = step.response.filter(|_| kind == Kind::LlmRequest) {
+                trace.extend(step.trace);
+                response = Some(answer);
+                break;
             }
             if !step.trace.is_empty() && step.payload.is_object() {
                 current = step.payload;
@@ -240,6 +256,7 @@ impl MiddlewareChain {
             payload: current,
             original,
             trace,
+            response,
         }
     }
 
@@ -379,7 +396,7 @@ mod tests {
             Rewrite {
                 payload,
                 trace: vec![json!({"name": self.name})],
-                failures: Vec::new(),
+                ..Rewrite::default()
             }
         }
 

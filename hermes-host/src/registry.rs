@@ -11,11 +11,12 @@
 //!
 //! | hook | rule |
 //! |---|---|
-//! | `pre_tool_call` | first block (with a non-empty message) wins; modifies are merged in order |
+//! | `pre_tool_call` | first block (with a non-empty message) wins; modifies are merged in order; the first approve sends the call to the approval gate |
 //! | `pre_llm_call` | every non-blank context, joined with a blank line, in order |
 //! | `transform_tool_result`, `transform_terminal_output` | first text wins |
 //! | `transform_llm_output` | first non-empty text wins |
 //! | `pre_gateway_dispatch` | first skip, rewrite or allow wins |
+//! | `pre_verify` | first continue with a message wins |
 //! | observers | answers ignored |
 //!
 //! Every failure is contained: a callback that fails or panics is logged as
@@ -32,6 +33,7 @@ use hermes_hooks_abi::core::{
     action, no_host_calls,
 };
 use hermes_hooks_abi::hooks::{self, OutcomeKind, payload};
+use hermes_hooks_abi::sdk::actions;
 
 /// How many out-of-process hooks of one event run at once.
 pub const MAX_PARALLEL_EXTERNAL: usize = 8;
@@ -751,6 +753,48 @@ impl Registry {
         names
     }
 
+    /// The positions in `hook`'s list that [`Registry::observe_one`] runs: every callback,
+    /// except that callbacks answering together as a group (a Python plugin's) count once,
+    /// at their first member.
+    pub fn observer_positions(&self, hook: &str) -> Vec<usize> {
+        self.entries(hook)
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !matches!(e.callback, Callback::Member(_, k) if k > 0))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Fires only the callback at `position` of `hook`'s list (see
+    /// [`Registry::observer_positions`]) as an observer: its answer is ignored, a failure
+    /// logged and counted. This is how each observer gets a queue of its own, so that a
+    /// slow one never holds up the others (see `crate::stream`).
+    pub fn observe_one(&self, hook: &str, position: usize, fields: &[Field<'_>]) {
+        let Some(slot) = self.slot(hook) else {
+            return;
+        };
+        let (Some(entry), Some(&mark)) = (slot.entries.get(position), slot.marks.get(position))
+        else {
+            return;
+        };
+        let view = EventView::new(hook, fields, no_host_calls());
+        let mut ignore = |_: &Entry, _: Reply| {};
+        match &entry.callback {
+            Callback::Member(group, 0) => {
+                let answers = crate::cpu_slots::waiting(|| group.run_all(&view));
+                for (k, answer) in answers.into_iter().enumerate() {
+                    let member = slot.entries.get(position + k).unwrap_or(entry);
+                    self.deliver(&view, member, answer, &mut ignore);
+                }
+            }
+            Callback::Member(..) => {}
+            _ => {
+                let answer = self.call_inline(&view, entry, mark);
+                self.deliver(&view, entry, answer, &mut ignore);
+            }
+        }
+    }
+
     /// Whether any callback is registered for `hook`.
     pub fn has(&self, hook: &str) -> bool {
         !self.entries(hook).is_empty() || self.slot(hook).is_some_and(|s| s.shadowed)
@@ -910,6 +954,31 @@ impl Registry {
             no_host_calls(),
         )
         .into_text()
+    }
+
+    /// `pre_verify`: the instruction that keeps the agent working, when a hook answered one
+    /// (the host bounds how often in a row; see `agent.max_verify_nudges`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hermes_host::registry::Registry;
+    /// use hermes_hooks_abi::{core::Reply, hooks::payload::PreVerifyEvent};
+    /// let mut registry = Registry::new();
+    /// registry.add_in_process("pre_verify", "tests", Arc::new(|_e| Ok(Some(Reply::new("continue", "run the tests")))));
+    /// let asked = registry.pre_verify(&PreVerifyEvent { attempt: 0, ..Default::default() });
+    /// assert_eq!(asked.unwrap().message, "run the tests");
+    /// ```
+    pub fn pre_verify(&self, event: &payload::PreVerifyEvent<'_>) -> Option<Continue> {
+        let slot = self.live(payload::PreVerifyEvent::INDEX)?;
+        match self.fire_slot(
+            slot,
+            payload::PreVerifyEvent::HOOK,
+            &event.fields(),
+            no_host_calls(),
+        ) {
+            Outcome::Verify(asked) => asked,
+            _ => None,
+        }
     }
 
     /// `pre_gateway_dispatch`: what to do with an incoming message.
@@ -1261,6 +1330,17 @@ pub enum Outcome {
     Replace(Option<String>),
     /// `pre_gateway_dispatch`.
     Dispatch(DispatchVerdict),
+    /// `pre_verify`: the agent's next instruction, when a hook keeps it working.
+    Verify(Option<Continue>),
+}
+
+/// A `pre_verify` hook that keeps the agent working.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Continue {
+    /// The agent's next instruction.
+    pub message: String,
+    /// The callback's label.
+    pub by: String,
 }
 
 impl Outcome {
@@ -1278,7 +1358,9 @@ impl Outcome {
     pub fn into_text(self) -> Option<String> {
         match self {
             Outcome::Context(text) | Outcome::Replace(text) => text,
-            Outcome::Observed | Outcome::Tool(_) | Outcome::Dispatch(_) => None,
+            Outcome::Observed | Outcome::Tool(_) | Outcome::Dispatch(_) | Outcome::Verify(_) => {
+                None
+            }
         }
     }
 }
@@ -1294,6 +1376,19 @@ pub struct ToolVerdict {
     /// The argument keys to merge over the original arguments (every modify, in registry
     /// order; a later one overrides an earlier one's key). `None` when nothing modified them.
     pub modified_args: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+    /// The first approve: the call goes to the approval gate (a block still wins).
+    pub approval: Option<Box<ApprovalAsked>>,
+}
+
+/// A `pre_tool_call` hook's `approve`: the call needs the user's approval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalAsked {
+    /// Why, shown to the user.
+    pub message: String,
+    /// What an approval covers, when the hook said (`rule_key`).
+    pub rule_key: Option<String>,
+    /// The callback's label.
+    pub by: String,
 }
 
 impl ToolVerdict {
@@ -1320,7 +1415,7 @@ impl ToolVerdict {
     ///
     /// ```
     /// use hermes_host::registry::{ToolVerdict, Blocked};
-    /// let v = ToolVerdict { blocked: Some(Box::new(Blocked { message: "no é".into(), by: "g::f".into() })), modified_args: None };
+    /// let v = ToolVerdict { blocked: Some(Box::new(Blocked { message: "no é".into(), by: "g::f".into() })), ..Default::default() };
     /// assert_eq!(v.error_result().unwrap(), r#"{"error": "no é"}"#);
     /// ```
     pub fn error_result(&self) -> Option<String> {
@@ -1404,6 +1499,8 @@ enum Combiner {
     },
     /// First skip, rewrite or allow wins.
     Dispatch(Option<DispatchVerdict>),
+    /// First continue with a message wins.
+    Verify(Option<Continue>),
 }
 
 impl Combiner {
@@ -1421,6 +1518,7 @@ impl Combiner {
                 non_empty: true,
             },
             OutcomeKind::Dispatch => Combiner::Dispatch(None),
+            OutcomeKind::Verify => Combiner::Verify(None),
         }
     }
 
@@ -1444,6 +1542,18 @@ impl Combiner {
                 other => unusable(&format!(
                     "action '{other}' does not apply to a transform hook"
                 )),
+            },
+            Combiner::Verify(decided) => match act {
+                actions::CONTINUE if reply.text.trim().is_empty() => {}
+                actions::CONTINUE => {
+                    if decided.is_none() {
+                        *decided = Some(Continue {
+                            message: reply.text.into_string(),
+                            by: entry.label.clone(),
+                        });
+                    }
+                }
+                other => unusable(&format!("action '{other}' does not apply to pre_verify")),
             },
             Combiner::Dispatch(decided) => {
                 // Every callback runs, as the reference's invoke_hook calls them all; only
@@ -1491,6 +1601,7 @@ impl Combiner {
             }),
             Combiner::Replace { text, .. } => Outcome::Replace(text),
             Combiner::Dispatch(decided) => Outcome::Dispatch(decided.unwrap_or_default()),
+            Combiner::Verify(decided) => Outcome::Verify(decided),
         }
     }
 }
@@ -1526,6 +1637,19 @@ fn take_tool(tool: &mut ToolVerdict, hook: &str, entry: &Entry, reply: Reply) {
             }
             _ => unusable(hook, entry, "a modify whose args are not a JSON object"),
         },
+        actions::APPROVE => {
+            if tool.approval.is_none() {
+                let rule_key = serde_json::from_str::<serde_json::Value>(reply.json.as_str())
+                    .ok()
+                    .and_then(|v| v["rule_key"].as_str().map(str::to_string))
+                    .filter(|k| !k.is_empty());
+                tool.approval = Some(Box::new(ApprovalAsked {
+                    message: reply.text.into_string(),
+                    rule_key,
+                    by: entry.label.clone(),
+                }));
+            }
+        }
         other => unusable(
             hook,
             entry,

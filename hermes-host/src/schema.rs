@@ -33,7 +33,7 @@
 //! assert_eq!(payload["properties"]["extra"]["required"], serde_json::json!(["task_id", "tool_call_id", "turn_id", "api_request_id", "middleware_trace"]));
 //!
 //! let answer = answer_schema("pre_tool_call").unwrap();
-//! assert_eq!(answer["$defs"]["hermes"]["properties"]["action"]["enum"], serde_json::json!(["block", "modify"]));
+//! assert_eq!(answer["$defs"]["hermes"]["properties"]["action"]["enum"], serde_json::json!(["block", "modify", "approve"]));
 //! assert!(payload_schema("pre_tool_use").is_err());
 //! ```
 
@@ -270,7 +270,7 @@ const HERMES_FIELDS: &[AnswerField] = &[
     AnswerField {
         wire: "action",
         on_tool: true,
-        schema: || json!({"enum": ["block", "modify"], "description": "`block`: the tool does not run. `modify`: it runs with `args` merged over its arguments."}),
+        schema: || json!({"enum": ["block", "modify", "approve"], "description": "`block`: the tool does not run. `modify`: it runs with `args` merged over its arguments. `approve`: it runs only once the user approves it (a denial or a timeout blocks it)."}),
     },
     AnswerField {
         wire: "message",
@@ -286,6 +286,11 @@ const HERMES_FIELDS: &[AnswerField] = &[
         wire: "args",
         on_tool: true,
         schema: || json!({"type": "object", "description": "For `modify`: keys merged over the tool's arguments (answers of several hooks merge in registry order)."}),
+    },
+    AnswerField {
+        wire: "rule_key",
+        on_tool: true,
+        schema: || json!({"type": "string", "description": "For `approve`: what the approval covers, shown with the request."}),
     },
     AnswerField {
         wire: "context",
@@ -359,6 +364,9 @@ fn answer_effect(spec: &HookSpec) -> &'static str {
         OutcomeKind::Context => {
             "The context of every hook is appended to the user's message, joined with a blank line in registry order."
         }
+        OutcomeKind::Verify => {
+            "A continue with a message keeps the agent working, with the message as its next instruction (the first in registry order wins, at most `agent.max_verify_nudges` times in a row)."
+        }
         OutcomeKind::Observer
         | OutcomeKind::Replace
         | OutcomeKind::ReplaceNonEmpty
@@ -387,6 +395,9 @@ fn answer_effect(spec: &HookSpec) -> &'static str {
 /// When `event` is not a hook of this host.
 pub fn answer_schema(event: &str) -> Result<Value, SchemaError> {
     let spec = spec(event)?;
+    if spec.outcome == OutcomeKind::Verify {
+        return Ok(verify_answer_schema(event, spec));
+    }
     let on_tool = spec.outcome == OutcomeKind::ToolDecision;
     let hermes_required = if on_tool {
         json!(["action"])
@@ -433,6 +444,43 @@ pub fn answer_schema(event: &str) -> Result<Value, SchemaError> {
             },
         },
     }))
+}
+
+/// The answer of `pre_verify`: the reference's `{action|decision: continue|block,
+/// message|reason}`.
+fn verify_answer_schema(event: &str, spec: &HookSpec) -> Value {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    json!({
+        "$schema": DIALECT,
+        "title": format!("{event} shell-hook answer"),
+        "description": format!(
+            "What a shell hook for `{event}` may print on stdout, in either shape. Printing nothing means no opinion. {} Unknown keys are ignored.",
+            answer_effect(spec)
+        ),
+        "anyOf": [{"$ref": "#/$defs/hermes"}, {"$ref": "#/$defs/claude"}],
+        "$defs": {
+            "hermes": {
+                "title": "Hermes shape",
+                "type": "object",
+                "properties": {
+                    "action": {"enum": ["continue"], "description": "`continue`: keep working."},
+                    "message": text("The agent's next instruction; without one the agent finishes."),
+                },
+                "required": ["action"],
+                "additionalProperties": true,
+            },
+            "claude": {
+                "title": "Claude Code Stop shape",
+                "type": "object",
+                "properties": {
+                    "decision": {"enum": ["block"], "description": "`block`: the stop is refused, so the agent keeps working."},
+                    "reason": text("The agent's next instruction; without one the agent finishes."),
+                },
+                "required": ["decision"],
+                "additionalProperties": true,
+            },
+        },
+    })
 }
 
 /// Every generated schema file: `(file name under [SCHEMA_DIR], text)`, payload then answer
@@ -572,6 +620,7 @@ mod tests {
             message: some(),
             reason: some(),
             args: some(),
+            rule_key: some(),
             context: some(),
         };
         assert_eq!(names(HERMES_FIELDS), wire_keys(hermes));
@@ -694,7 +743,9 @@ mod tests {
         );
         let err = answer_schema("nonsense").unwrap_err().to_string();
         assert!(
-            err.starts_with("unknown hook event 'nonsense' (valid: on_session_end, "),
+            err.starts_with(
+                "unknown hook event 'nonsense' (valid: api_request_error, kanban_task_blocked, "
+            ),
             "{err}"
         );
     }

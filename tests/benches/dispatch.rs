@@ -4,7 +4,8 @@
 //! source in release mode), beside the same number of no-op closures in a plain `Vec<Box<dyn Fn>>` loop,
 //! in the same run, and beside that loop handed the payload as the plugin interface lays
 //! it out (named fields and a view, built per firing); and loading 20 plugins from fresh
-//! copies of a library.
+//! copies of a library. One callback again in a registry that also holds a plugin's tool,
+//! command and middleware: what they cost a hook that does not use them.
 //!
 //! Run: `cargo bench -p hermes-tests --bench dispatch`
 
@@ -101,6 +102,19 @@ fn dispatch(c: &mut Criterion) {
             &n,
             |b, _| b.iter(|| black_box(plain_dispatch_over_a_view(&over_view, black_box(&ev)))),
         );
+    }
+    // One callback in a registry that also holds the plugin's tool, command and a middleware
+    // of each kind: what they add to a hook that does not use them.
+    {
+        let home = TestHome::new();
+        home.install_release("noop", "noop", None, Some("{count: 1, offers: true}"));
+        home.config("plugins:\n  enabled: [noop]\n");
+        let (registry, report) = home.load();
+        assert_eq!(report.plugins[0].tools, ["noop_tool"]);
+        assert_eq!(report.plugins[0].middleware.len(), 4);
+        group.bench_function("native_plugin_beside_tools_and_middleware/1", |b| {
+            b.iter(|| black_box(registry.pre_tool_call(black_box(&ev))))
+        });
     }
     // One callback while another thread fires the same hook without pause, as two turn
     // threads of a gateway do: what the firings share (the watchdog's state) shows here.

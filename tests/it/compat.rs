@@ -79,6 +79,8 @@ fn a_plugin_built_against_1_1_loads_in_a_host_built_on_1_0() {
             loaded.as_str(),
             "registered pre_tool_call register::{{closure}}",
             "unknown hook pre_api_request (kept, never fired by this host)",
+            "unknown hook pre_verify (kept, never fired by this host)",
+            "unknown hook @tool/compat_echo (kept, never fired by this host)",
             "fired pre_tool_call register::{{closure}}: block v1.1 plugin saw terminal with turn_id=None",
         ]
     );
@@ -93,8 +95,16 @@ fn the_same_1_1_plugin_sees_its_new_field_in_a_1_1_host() {
     assert!(report.plugins[0].unknown_hooks.is_empty());
     assert_eq!(
         report.plugins[0].hooks,
-        ["pre_tool_call", "pre_api_request"]
+        ["pre_tool_call", "pre_api_request", "pre_verify"]
     );
+    assert_eq!(report.plugins[0].tools, ["compat_echo"]);
+    let echoed = registry.tools().dispatch(
+        "compat_echo",
+        &serde_json::json!({"a": 1}),
+        &Default::default(),
+        &hermes_host::tools::no_dispatch,
+    );
+    assert_eq!(echoed.as_deref(), Some(r#"{"a":1}"#));
     let verdict = registry.pre_tool_call(&PreToolCallEvent {
         tool_name: "terminal",
         turn_id: Some("t-7"),

@@ -22,8 +22,8 @@ fn outcome_doc(kind: OutcomeKind) -> (&'static str, &'static str) {
             "Every callback runs; answers are ignored.",
         ),
         OutcomeKind::ToolDecision => (
-            "`ToolDecision`: `Continue`, `Block(message)` or `Modify(args)`",
-            "The first `Block` with a non-empty message, in registry order, wins: the tool does not run and the model sees `{\"error\": \"<message>\"}`. Every `Modify` is merged over the arguments (top-level keys, a later key wins), in registry order; each callback sees the original arguments.",
+            "`ToolDecision`: `Continue`, `Block(message)`, `Modify(args)` or `Approve { message, rule_key }`",
+            "The first `Block` with a non-empty message, in registry order, wins: the tool does not run and the model sees `{\"error\": \"<message>\"}`. Every `Modify` is merged over the arguments (top-level keys, a later key wins), in registry order; each callback sees the original arguments. Without a block, the first `Approve` (interface 1.3) sends the call to the approval gate even where no rule would: a denial, a timeout or no one to ask blocks it.",
         ),
         OutcomeKind::Context => (
             "`Option<String>`: context to add",
@@ -36,6 +36,10 @@ fn outcome_doc(kind: OutcomeKind) -> (&'static str, &'static str) {
         OutcomeKind::ReplaceNonEmpty => (
             "`Option<String>`: the replacement",
             "The first non-empty `Some`, in registry order, replaces the text.",
+        ),
+        OutcomeKind::Verify => (
+            "`VerifyDecision`: `Finish` or `Continue(message)`",
+            "The first `Continue` with a non-empty message, in registry order, keeps the agent working: its held-back answer stays in the history, unseen, and the message is its next instruction. At most `agent.max_verify_nudges` (3) in a row; `attempt` counts them.",
         ),
         OutcomeKind::Dispatch => (
             "`DispatchDecision`: `Continue`, `Skip(reason)`, `Rewrite(text)` or `Allow`",
@@ -81,6 +85,16 @@ const EVENT_TYPES: &[(&str, &str)] = event_types![
     SessionFinalizeEvent,
     SessionResetEvent,
     SubagentStopEvent,
+    SubagentStartEvent,
+    PreVerifyEvent,
+    StreamStartEvent,
+    StreamDeltaEvent,
+    StreamEndEvent,
+    InterimMessageEvent,
+    ApiRequestErrorEvent,
+    KanbanTaskClaimedEvent,
+    KanbanTaskCompletedEvent,
+    KanbanTaskBlockedEvent,
     GatewayDispatchEvent,
     ApprovalRequestEvent,
     ApprovalResponseEvent,
@@ -177,8 +191,9 @@ fn shell_payloads_section() -> String {
             .map(|k| format!("`{}`", k.as_str().unwrap_or_default()))
             .collect();
         let answer = match hermes_hooks_abi::hooks::spec(event).map(|s| s.outcome) {
-            Some(OutcomeKind::ToolDecision) => "block or modify",
+            Some(OutcomeKind::ToolDecision) => "block, modify or approve",
             Some(OutcomeKind::Context) => "context",
+            Some(OutcomeKind::Verify) => "continue",
             _ => "ignored",
         };
         let _ = writeln!(

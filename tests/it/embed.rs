@@ -32,6 +32,21 @@ fn the_embedding_example_asks_the_installed_guardrail_and_reports_who_blocked() 
     assert_eq!((code, stdout.as_str()), (Some(0), "allowed\n"));
     let (code, _) = run(&[]);
     assert_eq!(code, Some(2));
+    // A plugin's tool, called through every gate: it runs, and what it asks of the host
+    // goes through the gates too (this host has no read_file).
+    home.install("toolbox", "toolbox", None, None);
+    home.config("plugins:\n  enabled: [guardrail, toolbox]\n");
+    let (code, stdout) = run(&["--tool", "text_stats", r#"{"text": "two words"}"#]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (Some(0), "{\"lines\":1,\"words\":2,\"bytes\":9}\n")
+    );
+    let (code, stdout) = run(&["--tool", "text_stats", r#"{"path": "notes.txt"}"#]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("cannot read notes.txt: unknown tool 'read_file'"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -42,7 +57,7 @@ fn the_embedding_example_stays_small_and_its_library_has_no_cli_crates() {
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))
         .count();
     assert!(
-        lines <= 40,
+        lines <= 45,
         "examples/embed/src/main.rs has {lines} lines of code"
     );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

@@ -31,6 +31,7 @@ pub const PACKAGES: &[&str] = &[
     "noisy",
     "crashy",
     "soak",
+    "toolbox",
     // Not a plugin: the embedding example, a binary.
     "embed",
 ];

@@ -9,10 +9,13 @@
 //!   and transforms, [`DispatchDecision`] for `pre_gateway_dispatch`, `()` for observers.
 //! - [`export_plugin!`](crate::export_plugin) exports the root module, catches panics in
 //!   `register` and in every callback, and bridges `tracing` to the host's log.
+//! - [`offer`]: tools, slash commands and request middleware (`ctx.tool`, `ctx.command`,
+//!   `ctx.middleware`; interface 1.3).
 //! - [`testing::LocalHost`] runs a `register` function in process, for unit tests.
 
 pub mod data;
 mod log;
+pub mod offer;
 pub mod statics;
 pub mod testing;
 
@@ -319,6 +322,14 @@ pub enum ToolDecision {
     Block(String),
     /// Rewrite the tool arguments: these keys are merged over them, in registry order.
     Modify(serde_json::Map<String, serde_json::Value>),
+    /// Put the call through the user's approval, even where no rule would ask (interface
+    /// 1.3): a denial, a timeout or no one to ask blocks it. A block by any hook still wins.
+    Approve {
+        /// Why approval is needed, shown to the user.
+        message: String,
+        /// What an approval covers (`"deploy:prod"`), as the reference's `rule_key`.
+        rule_key: Option<String>,
+    },
 }
 
 impl ToolDecision {
@@ -343,6 +354,51 @@ impl ToolDecision {
         map.insert(key.into(), value);
         ToolDecision::Modify(map)
     }
+
+    /// An approval request with `message` (interface 1.3).
+    ///
+    /// ```
+    /// let d = hermes_hooks_abi::sdk::ToolDecision::approve("deploys need a human");
+    /// assert!(matches!(d, hermes_hooks_abi::sdk::ToolDecision::Approve { rule_key: None, .. }));
+    /// ```
+    pub fn approve(message: impl Into<String>) -> Self {
+        ToolDecision::Approve {
+            message: message.into(),
+            rule_key: None,
+        }
+    }
+}
+
+/// What a `pre_verify` hook decided about an agent about to finish (interface 1.3).
+///
+/// ```
+/// use hermes_hooks_abi::sdk::VerifyDecision;
+/// let d = VerifyDecision::keep_working("run the tests first");
+/// assert_eq!(d, VerifyDecision::Continue("run the tests first".into()));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum VerifyDecision {
+    /// No opinion: the agent may finish.
+    #[default]
+    Finish,
+    /// Keep working: the text is the agent's next instruction. An empty one is ignored.
+    Continue(String),
+}
+
+impl VerifyDecision {
+    /// A `Continue` with `message`. See [`VerifyDecision`] for an example.
+    pub fn keep_working(message: impl Into<String>) -> Self {
+        VerifyDecision::Continue(message.into())
+    }
+}
+
+/// Reply actions added after 1.0, beside the frozen [`crate::core::action`] names.
+pub mod actions {
+    /// `pre_tool_call`: put the call through the approval gate; `text` is the message and
+    /// `json` `{"rule_key": ...}` (interface 1.3).
+    pub const APPROVE: &str = "approve";
+    /// `pre_verify`: keep the agent working; `text` is its next instruction (interface 1.3).
+    pub const CONTINUE: &str = "continue";
 }
 
 /// What a `pre_gateway_dispatch` hook decided about an incoming message.
@@ -436,6 +492,28 @@ impl IntoReply for ToolDecision {
                 reply.json = serde_json::Value::Object(args).to_string().into();
                 Some(reply)
             }
+            ToolDecision::Approve { message, rule_key } => {
+                let mut reply = Reply::new(actions::APPROVE, message);
+                reply.json = serde_json::json!({ "rule_key": rule_key })
+                    .to_string()
+                    .into();
+                Some(reply)
+            }
+        }
+    }
+}
+
+impl IntoReply for VerifyDecision {
+    #[inline]
+    fn is_no_opinion(&self) -> bool {
+        matches!(self, VerifyDecision::Finish)
+    }
+
+    #[inline]
+    fn into_reply(self, _kind: OutcomeKind) -> Option<Reply> {
+        match self {
+            VerifyDecision::Finish => None,
+            VerifyDecision::Continue(message) => Some(Reply::new(actions::CONTINUE, message)),
         }
     }
 }
@@ -676,6 +754,9 @@ pub enum OutcomeKind {
     ReplaceNonEmpty,
     /// `pre_gateway_dispatch`: skip, rewrite or allow ([`DispatchDecision`]).
     Dispatch,
+    /// `pre_verify`: the first continue with a message keeps the agent working
+    /// ([`VerifyDecision`]; interface 1.3).
+    Verify,
 }
 
 /// A gateway event, as a native gateway hook receives it.

@@ -22,6 +22,11 @@ pub fn register(ctx: &mut PluginContext) {
 {%- if hook_pre_gateway_dispatch %}
     ctx.pre_gateway_dispatch(route_message);
 {%- endif %}
+{%- if hook_pre_verify %}
+    // After the agent edited files: `VerifyDecision::keep_working("run the tests")` keeps it
+    // going with that instruction; check `e.attempt()` so it asks once.
+    ctx.named("verify_changes").pre_verify(|_e| VerifyDecision::Finish);
+{%- endif %}
 {%- for hook in observer_hooks %}
     ctx.named("log_{{hook}}").{{hook}}(|_e| {
         tracing::debug!("{{hook}} fired");
@@ -209,6 +214,13 @@ mod tests {
         let reply = host().fire_one("pre_gateway_dispatch", &[field::str("text", "  ")]);
         assert_eq!(reply.expect("a skip").action.as_str(), "skip");
         assert!(host().fire_one("pre_gateway_dispatch", &[field::str("text", "hi")]).is_none());
+    }
+{%- endif %}
+{%- if hook_pre_verify %}
+
+    #[test]
+    fn lets_the_agent_finish_after_it_edited_files() {
+        assert!(host().fire_one("pre_verify", &[]).is_none());
     }
 {%- endif %}
 {%- for hook in replace_hooks %}

@@ -58,6 +58,7 @@ const OWN_SAMPLE: &[&str] = &[
     "on_session_end",
     "pre_gateway_dispatch",
     "transform_tool_result",
+    "pre_verify",
 ];
 
 /// What the user asked for: the template's placeholders.

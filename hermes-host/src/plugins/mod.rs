@@ -14,6 +14,7 @@ pub mod isolation;
 pub mod library_file;
 mod load;
 mod manifest;
+mod offers;
 pub mod python;
 mod supervisor;
 
@@ -373,7 +374,7 @@ pub fn load_all(
             &mut entry,
             registration,
             registry,
-            &manifest.name,
+            &effective,
             &path,
         );
         report.plugins.push(entry);
@@ -547,6 +548,28 @@ fn load_python(
     }
 }
 
+/// Takes a native plugin's tool, command or middleware (see [`offers`]) into the registry
+/// and its report.
+fn add_offer(
+    entry: &mut PluginReport,
+    registry: &mut Registry,
+    plugin: &str,
+    hook: &str,
+    label: &str,
+    callback: hermes_hooks_abi::core::HookCallbackBox,
+    timeout: Option<std::time::Duration>,
+) {
+    match offers::add(registry, plugin, hook, label, callback, timeout) {
+        Ok(("tool", name)) => entry.tools.push(name),
+        Ok(("command", name)) => entry.commands.push(name),
+        Ok((_, kind)) => entry.middleware.push(kind),
+        Err(why) => {
+            tracing::warn!("{why}");
+            entry.warnings.push(why);
+        }
+    }
+}
+
 /// The reference's line for a hook name this host does not know, then the closest name
 /// when there is one.
 fn warn_unknown_hook(plugin: &str, hook: &str) {
@@ -696,6 +719,23 @@ fn load_isolated(
             index,
             label: label.clone(),
         };
+        if offers::is_offer(hook) {
+            // The proxy runs it in the worker, with the worker's timeout and recovery.
+            let callback = hermes_hooks_abi::core::HookCallback_TO::from_value(
+                proxy,
+                abi_stable::sabi_trait::TD_Opaque,
+            );
+            add_offer(
+                entry,
+                registry,
+                &manifest.name,
+                hook,
+                callback_name,
+                callback,
+                None,
+            );
+            continue;
+        }
         if hook.contains(':') {
             report.gateway_handlers.push(GatewayHandler {
                 plugin: manifest.name.clone(),
@@ -729,10 +769,27 @@ fn add_registration(
     entry: &mut PluginReport,
     registration: Registration,
     registry: &mut Registry,
-    plugin: &str,
+    manifest: &Manifest,
     library: &Path,
 ) {
+    let plugin = manifest.name.as_str();
     for (hook, callback_name, callback) in registration.hooks {
+        if offers::is_offer(&hook) {
+            let timeout = manifest
+                .timeout
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(std::time::Duration::from_secs_f64);
+            add_offer(
+                entry,
+                registry,
+                plugin,
+                &hook,
+                &callback_name,
+                callback,
+                timeout,
+            );
+            continue;
+        }
         if hook.contains(':') {
             report.gateway_handlers.push(GatewayHandler {
                 plugin: plugin.to_string(),

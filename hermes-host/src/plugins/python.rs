@@ -1460,16 +1460,17 @@ impl crate::middleware::Middleware for MiddlewareGroup {
                     payload: rewritten["payload"].take(),
                     trace: rewritten["trace"].as_array().cloned().unwrap_or_default(),
                     failures: strings(&rewritten["failures"]),
+                    response: rewritten.get_mut("response").map(Value::take),
                 }
             }
             Err(why) => crate::middleware::Rewrite {
                 payload,
-                trace: Vec::new(),
                 failures: vec![format!(
                     "Middleware '{}' callback {} raised: {why}",
                     kind.name(),
                     self.label
                 )],
+                ..crate::middleware::Rewrite::default()
             },
         }
     }

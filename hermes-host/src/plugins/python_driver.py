@@ -816,6 +816,11 @@ def _rewrite(callbacks, kind, kw):
         except Exception as e:
             failures.append(f"Middleware '{kind}' callback {_CURRENT.name}::{_callback_name(callback)} raised: {e}")
             continue
+        if kind == "llm_request" and isinstance(result, dict) and "response" in result:
+            # This host's extension: the request is answered without the model.
+            trace.append(_trace_entry(result))
+            return {"payload": current, "trace": trace, "failures": failures,
+                    "response": result["response"]}
         if isinstance(result, dict) and isinstance(result.get(key), dict):
             current = result[key]
             trace.append(_trace_entry(result))
@@ -1010,6 +1015,18 @@ def _reply(hook, value):
                 return ["block", message, ""]
             if action == "modify" and isinstance(value.get("args"), dict):
                 return ["modify", "", json.dumps(value["args"], ensure_ascii=False)]
+            if action == "approve":
+                rule_key = value.get("rule_key")
+                rule_key = rule_key if isinstance(rule_key, str) and rule_key else None
+                text = message if isinstance(message, str) else ""
+                return ["approve", text, json.dumps({"rule_key": rule_key})]
+        return None
+    if hook == "pre_verify":
+        if isinstance(value, dict):
+            directive = value.get("action", value.get("decision"))
+            message = value.get("message") or value.get("reason")
+            if directive in ("continue", "block") and isinstance(message, str) and message.strip():
+                return ["continue", message, ""]
         return None
     if hook == "pre_llm_call":
         if isinstance(value, dict):

@@ -127,6 +127,8 @@ pub const EVENTS: &[(&str, &str)] = &[
     ("on_session_end", "SessionEnd"),
     ("post_llm_call", "Stop"),
     ("subagent_stop", "SubagentStop"),
+    ("subagent_start", "SubagentStart"),
+    ("api_request_error", "StopFailure"),
 ];
 
 /// Claude's name for a Hermes event, if it has one.
@@ -401,6 +403,23 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
         "post_llm_call" | "subagent_stop" => {
             let active = crate::run_control::stop_hook_active(session_of(kwargs));
             out.insert("stop_hook_active".into(), json!(active));
+        }
+        "subagent_start" => {
+            out.insert("agent_id".into(), json!(text("child_subagent_id")));
+            out.insert("agent_type".into(), json!(text("child_role")));
+        }
+        "api_request_error" => {
+            // Claude's StopFailure names the error by its kind.
+            let kind = match text("reason") {
+                "rate_limit" => "rate_limit",
+                "auth" => "authentication_failed",
+                "bad_request" => "invalid_request",
+                "server_error" => "server_error",
+                _ => "unknown",
+            };
+            out.insert("error".into(), json!(kind));
+            out.insert("error_details".into(), json!(text("error")));
+            out.insert("last_assistant_message".into(), json!(""));
         }
         _ => {}
     }
@@ -842,6 +861,37 @@ mod tests {
             stderr: stderr.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_failed_request_is_claude_stop_failure_and_a_child_subagent_start() {
+        let kwargs = json!({"session_id": "s1", "reason": "rate_limit", "error": "429 slow down"});
+        let p = payload(
+            "api_request_error",
+            kwargs.as_object().unwrap(),
+            &Context::default(),
+        );
+        assert_eq!(p["hook_event_name"], "StopFailure");
+        assert_eq!(
+            (p["error"].as_str(), p["error_details"].as_str()),
+            (Some("rate_limit"), Some("429 slow down"))
+        );
+        let kwargs =
+            json!({"parent_session_id": "p1", "child_subagent_id": "sub-1", "child_role": "leaf"});
+        let p = payload(
+            "subagent_start",
+            kwargs.as_object().unwrap(),
+            &Context::default(),
+        );
+        assert_eq!(p["hook_event_name"], "SubagentStart");
+        assert_eq!(
+            (
+                p["session_id"].as_str(),
+                p["agent_id"].as_str(),
+                p["agent_type"].as_str()
+            ),
+            (Some("p1"), Some("sub-1"), Some("leaf"))
+        );
     }
 
     #[test]

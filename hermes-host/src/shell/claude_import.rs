@@ -198,9 +198,6 @@ fn unmapped_reason(claude_event: &str) -> String {
         "PreCompact" => {
             "Hermes does not compact the conversation, so there is nothing to run before"
         }
-        "SubagentStart" => {
-            "Hermes fires subagent_stop for a delegated child, but nothing when it starts"
-        }
         "PermissionRequest" => {
             "Hermes's approval prompts fire pre_approval_request, which has another payload; write a Hermes-format hook for it"
         }

@@ -698,8 +698,12 @@ fn note_run_control(kwargs: &Map<String, Value>, position: usize, evaluation: &m
 fn reply_for(event: &str, decision: Decision) -> Option<hermes_hooks_abi::core::Reply> {
     let kind = hooks::spec(event).map_or(OutcomeKind::Observer, |s| s.outcome);
     let fits = match kind {
-        OutcomeKind::ToolDecision => matches!(decision, Decision::Block(_) | Decision::Modify(_)),
+        OutcomeKind::ToolDecision => matches!(
+            decision,
+            Decision::Block(_) | Decision::Modify(_) | Decision::Approve(..)
+        ),
         OutcomeKind::Context => matches!(decision, Decision::Context(_)),
+        OutcomeKind::Verify => matches!(decision, Decision::Continue(_)),
         OutcomeKind::Observer
         | OutcomeKind::Replace
         | OutcomeKind::ReplaceNonEmpty

@@ -22,11 +22,16 @@
 //! | Hermes ([`HermesAnswerWire`]) | `{"action": "block", "message": "..."}` | `{"action": "modify", "args": {...}}` | `{"context": "..."}` |
 //! | Claude Code ([`ClaudeAnswerWire`]) | `{"decision": "block", "reason": "..."}` or `{"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "..."}}` | `{"decision": "modify", "tool_input": {...}}` or `{"hookSpecificOutput": {"updatedInput": {...}}}` | `{"hookSpecificOutput": {"additionalContext": "..."}}` |
 //!
+//! On `pre_tool_call`, `{"action": "approve", "message": "...", "rule_key": "..."}` sends the
+//! call to the approval gate; on `pre_verify`, `{"action": "continue", "message": "..."}` or
+//! Claude's Stop shape `{"decision": "block", "reason": "..."}` keeps the agent working.
+//!
 //! Anything else (empty output, `{}`, `{"decision": "allow"}`, a list) means "no opinion".
 //! A block always carries a message: the first truthy of the shape's two message fields if it
 //! is a non-empty string, else [`DEFAULT_BLOCK_MESSAGE`].
 
 use hermes_hooks_abi::core::{EventView, FieldValue, Reply, action};
+use hermes_hooks_abi::sdk::actions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -175,6 +180,9 @@ pub struct HermesAnswerWire {
     /// New tool arguments for `"modify"` (an object merged over the old ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+    /// What an `"approve"` covers (interface 1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_key: Option<Value>,
     /// Context text for events other than `pre_tool_call` (`pre_llm_call` uses it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
@@ -250,6 +258,11 @@ pub enum Decision {
     Modify(Map<String, Value>),
     /// Add this text as context (kept as written, not stripped).
     Context(String),
+    /// `pre_tool_call`: put the call through the approval gate, with this message and
+    /// `rule_key`.
+    Approve(String, Option<String>),
+    /// `pre_verify`: keep the agent working, with this as its next instruction.
+    Continue(String),
 }
 
 impl Decision {
@@ -274,6 +287,17 @@ impl Decision {
             Decision::Context(text) => {
                 out.insert("context".into(), text.clone().into());
             }
+            Decision::Approve(message, rule_key) => {
+                out.insert("action".into(), "approve".into());
+                out.insert("message".into(), message.clone().into());
+                if let Some(key) = rule_key {
+                    out.insert("rule_key".into(), key.clone().into());
+                }
+            }
+            Decision::Continue(message) => {
+                out.insert("action".into(), "continue".into());
+                out.insert("message".into(), message.clone().into());
+            }
         }
         Value::Object(out)
     }
@@ -295,6 +319,14 @@ impl Decision {
                 reply.json = Value::Object(args.clone()).to_string().into();
                 reply
             }
+            Decision::Approve(message, rule_key) => {
+                let mut reply = Reply::new(actions::APPROVE, message.clone());
+                reply.json = serde_json::json!({ "rule_key": rule_key })
+                    .to_string()
+                    .into();
+                reply
+            }
+            Decision::Continue(message) => Reply::new(actions::CONTINUE, message.clone()),
         }
     }
 }
@@ -367,6 +399,13 @@ pub fn decide(event: &str, answer: &Value) -> Option<Decision> {
                 &claude.reason,
             )));
         }
+        if is(&hermes.action, "approve") {
+            let text = |key: &str| answer.get(key).and_then(Value::as_str).map(str::to_string);
+            return Some(Decision::Approve(
+                text("message").unwrap_or_default(),
+                text("rule_key").filter(|k| !k.is_empty()),
+            ));
+        }
         let object = |v: &Option<Value>| v.as_ref().and_then(Value::as_object).cloned();
         if is(&hermes.action, "modify") {
             return object(&hermes.args).map(Decision::Modify);
@@ -380,6 +419,15 @@ pub fn decide(event: &str, answer: &Value) -> Option<Decision> {
         Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
         _ => None,
     };
+    if event == "pre_verify" {
+        // The reference's parse: `{action|decision: continue|block, message|reason}`.
+        let directive = hermes.action.as_ref().or(claude.decision.as_ref());
+        let keeps_working = directive
+            .and_then(Value::as_str)
+            .is_some_and(|d| d == "continue" || d == "block");
+        let message = context(&hermes.message).or_else(|| context(&hermes.reason));
+        return message.filter(|_| keeps_working).map(Decision::Continue);
+    }
     context(&hermes.context)
         .or_else(|| context(&specific.additional_context))
         .map(Decision::Context)
@@ -449,6 +497,34 @@ mod tests {
 
     fn pre(answer: Value) -> Option<Decision> {
         decide("pre_tool_call", &answer)
+    }
+
+    #[test]
+    fn approve_asks_on_pre_tool_call_and_continue_keeps_pre_verify_working() {
+        assert_eq!(
+            pre(
+                json!({"action": "approve", "message": "deploys need a human", "rule_key": "deploy:prod"})
+            ),
+            Some(Decision::Approve(
+                "deploys need a human".into(),
+                Some("deploy:prod".into())
+            ))
+        );
+        let verify = |v: Value| decide("pre_verify", &v);
+        assert_eq!(
+            verify(json!({"action": "continue", "message": "lint"})),
+            Some(Decision::Continue("lint".into()))
+        );
+        assert_eq!(
+            verify(json!({"decision": "block", "reason": "test"})),
+            Some(Decision::Continue("test".into()))
+        );
+        assert_eq!(
+            verify(json!({"action": "continue"})),
+            None,
+            "no message: the agent finishes"
+        );
+        assert_eq!(verify(json!({"context": "x"})), None);
     }
 
     #[test]

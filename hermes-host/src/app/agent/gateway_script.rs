@@ -107,7 +107,7 @@ impl GatewayScript {
             for (j, step) in reply.steps.iter().enumerate() {
                 if step.is_empty() {
                     return Err(format!(
-                        "replies[{i}].steps[{j}] has neither `tool`, `tools`, `final` nor `error`"
+                        "replies[{i}].steps[{j}] has neither `tool`, `tools`, `final`, `stream` nor `error`"
                     ));
                 }
             }

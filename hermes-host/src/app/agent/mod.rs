@@ -112,6 +112,10 @@ pub struct Session {
 struct Turn {
     id: String,
     api_calls: i64,
+    /// The files `write_file` wrote this turn (`pre_verify`'s `changed_paths`).
+    changed: std::collections::BTreeSet<String>,
+    /// How many times `pre_verify` kept the agent working this turn.
+    verify_nudges: usize,
 }
 
 impl Turn {
@@ -169,6 +173,22 @@ fn llm_context(
         context.insert(key.into(), value);
     }
     context
+}
+
+/// The class of a provider error, as `api_request_error`'s `reason` names it.
+fn error_class(status: Option<i64>, error: &str) -> &'static str {
+    match status {
+        Some(429) => "rate_limit",
+        Some(401 | 403) => "auth",
+        Some(400..=499) => "bad_request",
+        Some(500..=599) => "server_error",
+        _ if error.to_lowercase().contains("timeout")
+            || error.to_lowercase().contains("timed out") =>
+        {
+            "timeout"
+        }
+        _ => "unknown",
+    }
 }
 
 /// Seconds since the Unix epoch, as the reference's `time.time()`.
@@ -259,6 +279,11 @@ pub struct Agent {
     pub claude_transcripts: bool,
     /// Where gateway events are published besides the local hooks (NATS JetStream).
     pub events: Option<Arc<dyn EventSink>>,
+    /// The streaming observers' queues (see [`hermes_host::stream`]).
+    pub streams: Arc<hermes_host::stream::StreamObservers>,
+    /// How many times in a row `pre_verify` hooks may keep the agent working
+    /// (`agent.max_verify_nudges`, default [`DEFAULT_VERIFY_NUDGES`]).
+    pub max_verify_nudges: usize,
 }
 
 /// Where gateway events go besides the local gateway hooks: the fleet's stream.
@@ -269,6 +294,26 @@ pub trait EventSink: Send + Sync {
 
 /// Continuations in a row a Stop hook may ask for before the agent stops anyway.
 pub const DEFAULT_STOP_CONTINUATIONS: usize = 8;
+
+/// Continuations in a row `pre_verify` hooks may ask for, as the reference's default.
+pub const DEFAULT_VERIFY_NUDGES: usize = 3;
+
+/// `agent.max_verify_nudges` of `config` (the reference's key), else
+/// [`DEFAULT_VERIFY_NUDGES`].
+pub fn verify_nudges(config: &hermes_host::config::Config) -> usize {
+    config
+        .get("agent")
+        .and_then(|agent| agent.get("max_verify_nudges"))
+        .and_then(yaml_serde::Value::as_u64)
+        .map_or(DEFAULT_VERIFY_NUDGES, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        })
+}
+
+/// Whether `cwd` is in a code workspace (a Git work tree): `pre_verify`'s `coding`.
+fn in_code_workspace(cwd: &Path) -> bool {
+    cwd.ancestors().any(|dir| dir.join(".git").exists())
+}
 
 /// `hooks.max_stop_continuations` of `config`, else [`DEFAULT_STOP_CONTINUATIONS`].
 pub fn stop_continuations(config: &hermes_host::config::Config) -> usize {
@@ -493,6 +538,8 @@ impl Agent {
         let mut turn = Turn {
             id: format!("{}-t{}", session.id, session.turns + 1),
             api_calls: 0,
+            changed: Default::default(),
+            verify_nudges: 0,
         };
         let mut context = None;
         if stop.is_none() {
@@ -550,6 +597,41 @@ impl Agent {
             let Some(text) = response.take() else {
                 break;
             };
+            if let Some(message) = self.verify(session, &mut turn, &text) {
+                let Some(next) = continuations.get(continued) else {
+                    tracing::warn!(
+                        "a pre_verify hook asked session {} to keep working, but the session script has no continuation {} for this turn; the turn ends: {message}",
+                        session.id,
+                        continued + 1
+                    );
+                    let shown = self.answer(session, user_message, &text, &turn, &mut stop);
+                    response = Some(shown);
+                    completed = true;
+                    break;
+                };
+                continued += 1;
+                self.transcript.line(
+                    session,
+                    &format!("[a pre_verify hook keeps the agent working: {message}]"),
+                );
+                // The held-back answer stays in the history; the user does not see it.
+                session
+                    .history
+                    .push(json!({ "role": "assistant", "content": text }));
+                session
+                    .history
+                    .push(json!({ "role": "user", "content": message }));
+                if let Some(files) = &session.files {
+                    files.user(&message);
+                }
+                let pass = self.model_pass(session, &next.steps, &message, &mut turn, &mut stop);
+                response = pass.0;
+                interrupted = pass.1;
+                if pass.2.is_some() {
+                    break;
+                }
+                continue;
+            }
             let shown = self.answer(session, user_message, &text, &turn, &mut stop);
             response = Some(shown);
             completed = true;
@@ -709,6 +791,30 @@ impl Agent {
                 Ok(answer) => answer,
                 Err(failure) => {
                     // The request failed: no response, so no post_api_request.
+                    let api_duration = requested.elapsed().as_secs_f64();
+                    let failed = ApiRequestErrorEvent {
+                        task_id: &session.id,
+                        turn_id: Some(&turn.id),
+                        api_request_id: Some(&api_request_id),
+                        session_id: &session.id,
+                        platform: &session.platform,
+                        model: &session.model,
+                        provider: "scripted",
+                        base_url: "",
+                        api_mode: "chat_completions",
+                        api_call_count: turn.api_calls,
+                        api_duration,
+                        started_at,
+                        ended_at: started_at + api_duration,
+                        status_code: step.status,
+                        retry_count: 0,
+                        max_retries: 0,
+                        retryable: false,
+                        reason: error_class(step.status, &failure),
+                        error: &failure,
+                        request: &request.request,
+                    };
+                    self.fire(ApiRequestErrorEvent::HOOK, &failed.fields());
                     self.transcript
                         .line(session, &format!("[model error: {failure}]"));
                     error = Some(failure);
@@ -716,6 +822,10 @@ impl Agent {
                 }
             };
             let calls = answer.calls.clone();
+            // The stream runs inside the request, before its response is complete.
+            if calls.is_empty() && !step.stream.is_empty() && request.answered.is_none() {
+                self.stream(session, turn, i + 1, &step.stream);
+            }
             let finish_reason = if calls.is_empty() {
                 "stop"
             } else {
@@ -776,6 +886,9 @@ impl Agent {
                 response = Some(text);
                 break;
             }
+            if let Some(text) = &step.interim {
+                self.interim(session, turn, i + 1, text);
+            }
             let mut step_ctx = self.gateway_base(session);
             step_ctx.insert("iteration".into(), json!(i + 1));
             step_ctx.insert(
@@ -788,7 +901,7 @@ impl Agent {
                 .collect();
             session.history.push(json!({
                 "role": "assistant",
-                "content": null,
+                "content": step.interim,
                 "tool_calls": calls.iter().zip(&ids).map(|(c, id)| json!({"id": id, "name": c.tool, "arguments": c.args})).collect::<Vec<_>>(),
             }));
             for (call, id) in calls.iter().zip(&ids) {
@@ -815,6 +928,11 @@ impl Agent {
                     tool_call_id: id,
                 };
                 let result = self.tool_call(session, call, ids);
+                if call.tool == "write_file" && !result.contains("\"error\"") {
+                    if let Some(path) = call.args["path"].as_str() {
+                        turn.changed.insert(path.to_string());
+                    }
+                }
                 if let Some(files) = &session.files {
                     files.tool_result(id, &result);
                 }
@@ -833,6 +951,111 @@ impl Agent {
         }
 
         (response, interrupted, error)
+    }
+
+    /// `pre_verify`, when this turn wrote files and a hook listens: the instruction a hook
+    /// keeps the agent working with, within `max_verify_nudges` in a row.
+    fn verify(&self, session: &Session, turn: &mut Turn, answer: &str) -> Option<String> {
+        if turn.changed.is_empty() || !self.registry.has(PreVerifyEvent::HOOK) {
+            return None;
+        }
+        let changed = json!(turn.changed).to_string();
+        let event = PreVerifyEvent {
+            session_id: &session.id,
+            platform: &session.platform,
+            model: &session.model,
+            coding: in_code_workspace(&session.cwd),
+            attempt: turn.verify_nudges as i64,
+            final_response: answer,
+            changed_paths: &changed,
+            task_id: &session.id,
+            turn_id: Some(&turn.id),
+        };
+        let Outcome::Verify(Some(asked)) = self.fire(PreVerifyEvent::HOOK, &event.fields()) else {
+            return None;
+        };
+        if turn.verify_nudges >= self.max_verify_nudges {
+            tracing::warn!(
+                "a pre_verify hook ({}) asked session {} to keep working {} times in a row; letting it finish (agent.max_verify_nudges is {}): {}",
+                asked.by,
+                session.id,
+                turn.verify_nudges + 1,
+                self.max_verify_nudges,
+                asked.message
+            );
+            return None;
+        }
+        turn.verify_nudges += 1;
+        Some(asked.message)
+    }
+
+    /// A streamed final answer: `on_stream_start`, a delta per piece, `on_stream_end`,
+    /// handed to the observers' queues (the stream never waits for them).
+    fn stream(&self, session: &Session, turn: &Turn, iteration: usize, pieces: &[String]) {
+        let streams = &self.streams;
+        let base = |hook: &str| streams.watches(hook);
+        let iteration = iteration as i64;
+        if base(StreamStartEvent::HOOK) {
+            let event = StreamStartEvent {
+                session_id: &session.id,
+                turn_id: Some(&turn.id),
+                iteration,
+                model: &session.model,
+                provider: "scripted",
+                surface: &session.platform,
+            };
+            streams.publish(StreamStartEvent::HOOK, &event.fields());
+        }
+        if base(StreamDeltaEvent::HOOK) {
+            for delta in pieces {
+                let event = StreamDeltaEvent {
+                    session_id: &session.id,
+                    turn_id: Some(&turn.id),
+                    iteration,
+                    model: &session.model,
+                    provider: "scripted",
+                    surface: &session.platform,
+                    delta,
+                    kind: "text",
+                };
+                streams.publish(StreamDeltaEvent::HOOK, &event.fields());
+            }
+        }
+        if base(StreamEndEvent::HOOK) {
+            let whole = pieces.concat();
+            let event = StreamEndEvent {
+                session_id: &session.id,
+                turn_id: Some(&turn.id),
+                iteration,
+                model: &session.model,
+                provider: "scripted",
+                surface: &session.platform,
+                final_text: &whole,
+                finished: true,
+                error: None,
+            };
+            streams.publish(StreamEndEvent::HOOK, &event.fields());
+        }
+    }
+
+    /// Text the model said beside its tool calls: the transcript, `on_interim_message`.
+    fn interim(&self, session: &Session, turn: &Turn, iteration: usize, text: &str) {
+        self.transcript
+            .line(session, &format!("assistant (interim): {text}"));
+        if self.streams.watches(InterimMessageEvent::HOOK) {
+            let event = InterimMessageEvent {
+                session_id: &session.id,
+                turn_id: Some(&turn.id),
+                iteration: iteration as i64,
+                model: &session.model,
+                provider: "scripted",
+                surface: &session.platform,
+                text,
+                already_streamed: false,
+            };
+            self.streams
+                .publish(InterimMessageEvent::HOOK, &event.fields());
+        }
     }
 
     /// The final answer of a pass: `transform_llm_output`, the history, `post_llm_call`,
@@ -925,9 +1148,17 @@ impl Agent {
         self.transcript
             .line(session, &format!("  -> {} {}", call.tool, args_text));
         let started = Instant::now();
+        // A `pre_tool_call` approve outranks a Claude hook's allow, as an ask does.
+        let (permission, rule_key) = match verdict.approval.as_deref() {
+            Some(asked) => (
+                Some(Permission::Ask(asked.message.clone())),
+                asked.rule_key.as_deref(),
+            ),
+            None => (permission, None),
+        };
         let refused = match verdict.error_result() {
             Some(blocked) => Err(blocked),
-            None => self.hook_approval(session, &call.tool, &args, permission, ids),
+            None => self.hook_approval(session, &call.tool, &args, permission, rule_key, ids),
         };
         let (result, status, error_type, error_message) = match refused {
             Err(result) => (result, "blocked", None, None),
@@ -1020,6 +1251,7 @@ impl Agent {
         tool: &str,
         args: &Value,
         permission: Option<Permission>,
+        rule_key: Option<&str>,
         ids: CallIds<'_>,
     ) -> Result<bool, String> {
         let reason = match permission {
@@ -1032,7 +1264,8 @@ impl Agent {
             _ => format!("{tool} {args}"),
         };
         let decide = || self.approver.decide_ask(&summary, &reason);
-        match self.approve(session, &summary, &reason, &["hook_ask"], ids, decide) {
+        let key = rule_key.unwrap_or("hook_ask");
+        match self.approve(session, &summary, &reason, &[key], ids, decide) {
             "deny" if self.approver.headless() => Err(tools::error(&format!(
                 "{tool} not run: a hook asked for approval ({reason}) and nobody is at a terminal to give it; \
                  pass --approvals once to approve such calls in a headless run"
@@ -1289,6 +1522,20 @@ impl Agent {
                             Session::new(&script.model, &session.platform, &session.cwd);
                         child.script_dir = script.dir.clone();
                         self.open_files(&mut child);
+                        if self.registry.has(SubagentStartEvent::HOOK) {
+                            let goal = script.turns.first().map_or("", |t| t.user.as_str());
+                            let subagent_id = format!("subagent-{}", child.id);
+                            let event = SubagentStartEvent {
+                                parent_session_id: Some(&session.id),
+                                parent_turn_id,
+                                parent_subagent_id: None,
+                                child_session_id: Some(&child.id),
+                                child_subagent_id: &subagent_id,
+                                child_role: role.as_deref().unwrap_or("leaf"),
+                                child_goal: goal,
+                            };
+                            self.fire(SubagentStartEvent::HOOK, &event.fields());
+                        }
                         let mut last = None;
                         let mut status = "completed";
                         for turn in &script.turns {

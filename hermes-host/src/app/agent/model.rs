@@ -32,6 +32,8 @@ pub(super) struct Request {
     pub original: Value,
     /// What `llm_request` middleware did (`middleware_trace`).
     pub trace: Vec<Value>,
+    /// An `llm_request` middleware's own answer: the model is not asked.
+    pub answered: Option<Value>,
 }
 
 /// The model's answer to one request.
@@ -101,10 +103,12 @@ pub(super) fn request(
         body: rewritten.payload,
         original: rewritten.original,
         trace: rewritten.trace,
+        answered: rewritten.response,
     }
 }
 
-/// The model's answer: the step as scripted, through `llm_execution` middleware. A
+/// The model's answer: an `llm_request` middleware's own, else the step as scripted,
+/// through `llm_execution` middleware. A
 /// wrapper may pass on a changed request, change the answer, or answer itself (a cache);
 /// an answer is `{"content", "tool_calls": [{"name", "arguments"}]}` or a text.
 ///
@@ -123,6 +127,9 @@ pub(super) fn answer(
             None => Ok(scripted_answer(step)),
         }
     };
+    if let Some(answered) = &request.answered {
+        return Ok(response_of(answered));
+    }
     let chain = registry.middleware();
     let value = if chain.has(Kind::LlmExecution) {
         chain.execute(
@@ -146,7 +153,7 @@ fn scripted_answer(step: &Step) -> Value {
         .map(|c| json!({ "name": c.tool, "arguments": c.args }))
         .collect();
     let content = if calls.is_empty() {
-        json!(step.final_text.clone().unwrap_or_default())
+        json!(step.final_answer().unwrap_or_default())
     } else {
         Value::Null
     };

@@ -104,9 +104,22 @@ pub struct Step {
     #[serde(default)]
     pub echo: bool,
     /// The model provider fails with this message instead of answering (a 401, a
-    /// timeout): the turn ends there, not completed, with this error.
+    /// timeout): `api_request_error` fires, and the turn ends there, not completed, with
+    /// this error.
     #[serde(default)]
     pub error: Option<String>,
+    /// The HTTP status of an `error` (429, 500, ...), which `api_request_error` reports
+    /// and classifies.
+    #[serde(default)]
+    pub status: Option<i64>,
+    /// The final answer streamed in these pieces: `on_stream_start`, one
+    /// `on_stream_delta` per piece, `on_stream_end`. Without `final`, the answer is the
+    /// pieces joined.
+    #[serde(default)]
+    pub stream: Vec<String>,
+    /// Text the model says beside its tool calls (`on_interim_message`).
+    #[serde(default)]
+    pub interim: Option<String>,
 }
 
 /// A tool call the model makes.
@@ -123,7 +136,18 @@ pub struct ToolCall {
 impl Step {
     /// Whether the step says nothing the model would do.
     pub fn is_empty(&self) -> bool {
-        self.calls().is_empty() && self.final_text.is_none() && !self.echo && self.error.is_none()
+        self.calls().is_empty()
+            && self.final_text.is_none()
+            && self.stream.is_empty()
+            && !self.echo
+            && self.error.is_none()
+    }
+
+    /// The final answer: `final`, else the streamed pieces joined.
+    pub fn final_answer(&self) -> Option<String> {
+        self.final_text
+            .clone()
+            .or_else(|| (!self.stream.is_empty()).then(|| self.stream.concat()))
     }
 
     /// The tool calls of this step, in order.
@@ -175,7 +199,7 @@ impl Script {
                 for (j, step) in steps.iter().enumerate() {
                     if step.is_empty() {
                         return Err(format!(
-                            "{place}[{j}] has neither `tool`, `tools`, `final` nor `error`"
+                            "{place}[{j}] has neither `tool`, `tools`, `final`, `stream` nor `error`"
                         ));
                     }
                 }

@@ -190,6 +190,10 @@ pub fn describe(outcome: &Outcome) -> String {
         Outcome::Observed => "observed (answers are ignored for this hook)".into(),
         Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
             (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
+            (None, _) if v.approval.is_some() => {
+                let asked = v.approval.as_deref().map_or("", |a| a.message.as_str());
+                format!("needs approval: {asked}")
+            }
             (None, Some(args)) => format!(
                 "allowed, arguments modified: {}",
                 serde_json::Value::Object((**args).clone())
@@ -208,6 +212,8 @@ pub fn describe(outcome: &Outcome) -> String {
             format!("rewritten by {by}: {text}")
         }
         Outcome::Dispatch(DispatchVerdict::Allow { by }) => format!("allowed by {by}"),
+        Outcome::Verify(Some(c)) => format!("kept working by {}: {}", c.by, c.message),
+        Outcome::Verify(None) => "may finish".into(),
     }
 }
 

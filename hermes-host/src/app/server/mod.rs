@@ -369,8 +369,13 @@ mod tests {
     }
 
     fn agent(registry: Registry) -> Agent {
+        let registry = Arc::new(registry);
         Agent {
-            registry: Arc::new(registry),
+            streams: Arc::new(hermes_host::stream::StreamObservers::start(
+                registry.clone(),
+            )),
+            max_verify_nudges: crate::app::agent::DEFAULT_VERIFY_NUDGES,
+            registry,
             gateway: None,
             tracer: Arc::new(Tracer::new(TraceFormat::Off, Box::new(std::io::sink()))),
             approver: Arc::new(Approver::new(ApprovalMode::Deny, Duration::from_secs(1))),

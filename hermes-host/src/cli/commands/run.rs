@@ -55,8 +55,13 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let interrupt = Arc::new(AtomicBool::new(false));
     interrupt_on_sigint(interrupt.clone());
     let (registry, _, config, _) = hooks.into_parts();
+    let registry = Arc::new(registry);
     let agent = Agent {
-        registry: Arc::new(registry),
+        streams: Arc::new(hermes_host::stream::StreamObservers::start(
+            registry.clone(),
+        )),
+        max_verify_nudges: crate::app::agent::verify_nudges(&config),
+        registry,
         gateway: None,
         tracer,
         approver: Arc::new(Approver::new(
@@ -73,6 +78,20 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         events: None,
     };
     let results = agent.run_script(&script, &cwd);
+    // Streaming observers read their queues on threads of their own: what they were handed
+    // is delivered before the run ends, within a bound.
+    if !agent.streams.drain(SHADOW_FLUSH) {
+        eprintln!(
+            "hermes: streaming observers still busy at exit; their last events were not delivered"
+        );
+    }
+    if agent.streams.dropped() > 0 {
+        eprintln!(
+            "hermes: {} streaming event(s) dropped: an observer fell more than {} events behind",
+            agent.streams.dropped(),
+            hermes_host::stream::QUEUE
+        );
+    }
     // Shadow hooks record what they would have done on a thread of their own: a little
     // time to finish before the process ends, never the run's.
     let unrecorded = agent.registry.flush_shadows(SHADOW_FLUSH);

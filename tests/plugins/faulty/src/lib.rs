@@ -16,6 +16,10 @@ pub fn register(ctx: &mut PluginContext) {
     if ctx.config()["fail_register"] == true {
         return;
     }
+    if ctx.config()["tools"] == true {
+        faulty_offers(ctx);
+        return;
+    }
     ctx.pre_tool_call(explode);
     ctx.register_raw("pre_tool_call", "empty_block", |_v| {
         Ok(Some(Reply::new("block", "")))
@@ -38,6 +42,35 @@ pub fn register(ctx: &mut PluginContext) {
     });
     ctx.register_raw("pre_tool_use", "misspelled", |_v| Ok(None));
     ctx.transform_llm_output(|_e| Some(String::new()));
+}
+
+/// With `config: {tools: true}`, only offers that misbehave (interface 1.3): a tool that
+/// sleeps `seconds`, a tool that panics, a command that fails, and a `tool_execution`
+/// wrapper that calls `next` twice when the tool is `twice`.
+fn faulty_offers(ctx: &mut PluginContext) {
+    ctx.tool("sleepy", serde_json::json!({}), |call| {
+        let seconds = call.args()["seconds"].as_f64().unwrap_or(1.0);
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        Ok("woke up".into())
+    });
+    ctx.tool("panicky", serde_json::json!({}), |_call| {
+        panic!("deliberate panic in a tool")
+    });
+    ctx.tool("twice", serde_json::json!({}), |_call| Ok("ran".into()));
+    ctx.command("boom", "Fails.", |_cmd| {
+        Err("the command blew up".to_string())
+    });
+    ctx.middleware(MiddlewareKind::ToolExecution, |m| {
+        if m.context()["tool_name"] != "twice" {
+            return Ok(MiddlewareOutcome::Continue);
+        }
+        let first = m.next(&m.payload())?;
+        let second = m.next(&m.payload());
+        Ok(MiddlewareOutcome::Respond(serde_json::json!(format!(
+            "first: {first}; second: {}",
+            second.err().unwrap_or_default()
+        ))))
+    });
 }
 
 fn explode(e: &PreToolCallEvent<'_, '_>) -> ToolDecision {

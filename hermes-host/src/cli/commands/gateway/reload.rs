@@ -218,10 +218,13 @@ pub fn reload(
         ));
         return;
     }
+    let registry = Arc::new(registry);
     let agent = Agent {
-        registry: Arc::new(registry),
+        registry: registry.clone(),
         gateway: gateway.map(Arc::new),
         max_stop_continuations: crate::app::agent::stop_continuations(&config),
+        max_verify_nudges: crate::app::agent::verify_nudges(&config),
+        streams: Arc::new(hermes_host::stream::StreamObservers::start(registry)),
         ..(*current).clone()
     };
     let (plugins, shell, gateway_hooks) = (

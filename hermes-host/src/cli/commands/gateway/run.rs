@@ -385,8 +385,13 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         }
         None => None,
     };
+    let registry = Arc::new(registry);
+    let streams = Arc::new(hermes_host::stream::StreamObservers::start(
+        registry.clone(),
+    ));
     let agent = Agent {
-        registry: Arc::new(registry),
+        registry,
+        streams,
         gateway: gateway_hooks.map(Arc::new),
         tracer,
         approver: Arc::new(Approver::new(mode, Duration::from_secs(60))),
@@ -402,6 +407,7 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
         events: publisher
             .clone()
             .map(|p| p as Arc<dyn crate::app::agent::EventSink>),
+        max_verify_nudges: crate::app::agent::verify_nudges(&config),
     };
     let mut options = ServerOptions::new(settings.home.sessions_dir(), cwd);
     options.platform = args.platform;
