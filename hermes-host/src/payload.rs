@@ -76,32 +76,6 @@ impl OwnedPayload {
         OwnedPayload { values }
     }
 
-    /// A copy of borrowed `fields`, to keep past the firing (a queue, a thread).
-    ///
-    /// ```
-    /// use hermes_hooks_abi::core::Field;
-    /// let p = hermes_host::payload::OwnedPayload::from_fields(&[Field::str("delta", "hi")]);
-    /// assert_eq!(p.fields()[0].value.as_str(), Some("hi"));
-    /// ```
-    pub fn from_fields(fields: &[Field<'_>]) -> OwnedPayload {
-        use hermes_hooks_abi::core::FieldValue;
-        let values = fields
-            .iter()
-            .map(|f| {
-                let owned = match &f.value {
-                    FieldValue::Null => Owned::Null,
-                    FieldValue::Bool(b) => Owned::Bool(*b),
-                    FieldValue::Int(i) => Owned::Int(*i),
-                    FieldValue::Float(x) => Owned::Float(*x),
-                    FieldValue::Str(s) => Owned::Str(s.to_string()),
-                    FieldValue::Json(s) => Owned::Json(s.to_string()),
-                };
-                (f.name.to_string(), owned)
-            })
-            .collect();
-        OwnedPayload { values }
-    }
-
     /// The payload as borrowed fields.
     pub fn fields(&self) -> Vec<Field<'_>> {
         self.values

@@ -407,3 +407,56 @@ turns:
         run.describe()
     );
 }
+
+#[test]
+fn hermes_bench_measures_a_plugin_tool_through_its_gates_beside_the_tool_alone() {
+    let home = TestHome::new();
+    home.install("toolbox", "toolbox", None, None);
+    home.config("plugins:\n  enabled: [toolbox]\n");
+    let payload = home.path().join("args.json");
+    std::fs::write(&payload, r#"{"args": {"text": "one two three"}}"#).unwrap();
+    let run = home.hermes(
+        &[
+            "bench",
+            "@tool/text_stats",
+            "--payload-file",
+            payload.to_str().unwrap(),
+            "--iterations",
+            "50",
+            "--json",
+        ],
+        &[],
+    );
+    run.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            hermes_tests::support::workspace().join("schema/bench.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    crate::schema::validate(&schema, &schema, &doc).unwrap_or_else(|e| panic!("{e}\n{doc:#}"));
+    let row = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["measure"] == "tool")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(row["hook"], "toolbox::text_stats", "{row:#}");
+    assert_eq!(
+        (row["n"].as_u64(), row["errors"].as_u64()),
+        (Some(50), Some(0)),
+        "{row:#}"
+    );
+    assert!(row["bare_p50_ns"].as_u64().unwrap() > 0, "{row:#}");
+    let unknown = home.hermes(&["bench", "@tool/nope"], &[]);
+    unknown.expect_code(2);
+    assert!(
+        unknown
+            .stderr()
+            .contains("no plugin offers tool 'nope' (tools: text_stats)"),
+        "{}",
+        unknown.describe()
+    );
+}

@@ -13,7 +13,10 @@
 //!   the registry, with its combining rule and the shell hooks' concurrency;
 //! - for gateway events, the caller's cost of `emit` (`measure: emit`), each hook's
 //!   delivery from emit to the end of its handler (`measure: delivery`), and the event
-//!   until every hook is done (`measure: event`).
+//!   until every hook is done (`measure: event`);
+//! - for a plugin's tool, asked for as `@tool/<name>` with its arguments in the payload's
+//!   `args`, the call as the agent makes it, through every gate (`measure: tool`), beside
+//!   the tool alone, interleaved, and the difference: what the gates cost.
 //!
 //! Hooks run for real, side effects included; the bench writes nothing to the home.
 
@@ -203,6 +206,21 @@ pub fn select_events(
     let gateway_events = gateway_events(gateway);
     if !plan.events.is_empty() {
         for event in &plan.events {
+            if let Some(tool) = event.strip_prefix(TOOL_EVENT) {
+                if registry.tools().spec(tool).is_none() {
+                    let names: Vec<&str> =
+                        registry.tools().specs().map(|s| s.name.as_str()).collect();
+                    return Err(format!(
+                        "no plugin offers tool '{tool}' (tools: {})",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ));
+                }
+                continue;
+            }
             let known_hook = hermes_hooks_abi::hooks::spec(event).is_some();
             let known_gateway = event.contains(':');
             if !known_hook && !known_gateway {
@@ -244,6 +262,71 @@ pub fn select_events(
         }
     }
     Ok(events)
+}
+
+/// How an event names a plugin's tool: `@tool/<name>`, as the tool crosses the ABI.
+pub const TOOL_EVENT: &str = "@tool/";
+
+/// A host with no tools of its own, that approves nothing: the bench runs plugins' tools.
+struct NoHostTools;
+
+impl hermes_host::tool_call::HostTools for NoHostTools {
+    fn run(&self, _tool: &str, _args: &Value) -> Option<String> {
+        None
+    }
+}
+
+/// Measures plugin tool `tool` with the payload's `args`: the call through every gate
+/// (middleware, `pre_tool_call`, the tool, `post_tool_call`, transforms), interleaved with
+/// the tool alone.
+fn tool_row(registry: &Registry, event: &str, tool: &str, plan: &Plan, stop: &AtomicBool) -> Row {
+    let args = plan
+        .payload_override
+        .get("args")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let call = hermes_host::tool_call::Call {
+        session_id: "bench-session".into(),
+        task_id: "bench-session".into(),
+        tool_call_id: "bench-call".into(),
+        ..hermes_host::tool_call::Call::new(tool, args.clone())
+    };
+    let failed = |result: &str| {
+        serde_json::from_str::<Value>(result)
+            .ok()
+            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
+    };
+    let gated = |_| -> Fired {
+        let done = registry.call_tool(&call, &NoHostTools);
+        match failed(&done.result) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    };
+    let alone = |_| -> Fired {
+        let result = registry
+            .tools()
+            .dispatch(tool, &args, &Map::new(), &hermes_host::tools::no_dispatch)
+            .unwrap_or_default();
+        match failed(&result) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    };
+    let (series, bare) = measure::measure_pair(&gated, &alone, &plan.budget, stop);
+    let source = registry
+        .tools()
+        .spec(tool)
+        .map_or_else(String::new, |s| s.source.clone());
+    Row {
+        system: "all",
+        event: event.to_string(),
+        hook: format!("{source}::{tool}"),
+        measure: "tool",
+        series,
+        bare: Some(bare),
+        dispatch_empty_ns: None,
+    }
 }
 
 /// Concrete gateway events the loaded gateway hooks subscribe to.
@@ -331,6 +414,13 @@ pub fn run(
     for event in events {
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let Some(tool) = event.strip_prefix(TOOL_EVENT) {
+            results
+                .rows
+                .push(tool_row(registry, event, tool, plan, stop));
+            progress(event);
+            continue;
         }
         let payloads: Vec<OwnedPayload> = payloads(plan, event)
             .iter()
