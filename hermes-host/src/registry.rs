@@ -11,7 +11,7 @@
 //!
 //! | hook | rule |
 //! |---|---|
-//! | `pre_tool_call` | first block (with a non-empty message) wins; modifies are merged in order; the first approve sends the call to the approval gate |
+//! | `pre_tool_call` | the first block (with a non-empty message) or approve wins, an approve sending the call to the approval gate; modifies are merged in order |
 //! | `pre_llm_call` | every non-blank context, joined with a blank line, in order |
 //! | `transform_tool_result`, `transform_terminal_output` | first text wins |
 //! | `transform_llm_output` | first non-empty text wins |
@@ -1376,19 +1376,6 @@ pub struct ToolVerdict {
     /// The argument keys to merge over the original arguments (every modify, in registry
     /// order; a later one overrides an earlier one's key). `None` when nothing modified them.
     pub modified_args: Option<Box<serde_json::Map<String, serde_json::Value>>>,
-    /// The first approve: the call goes to the approval gate (a block still wins).
-    pub approval: Option<Box<ApprovalAsked>>,
-}
-
-/// A `pre_tool_call` hook's `approve`: the call needs the user's approval.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApprovalAsked {
-    /// Why, shown to the user.
-    pub message: String,
-    /// What an approval covers, when the hook said (`rule_key`).
-    pub rule_key: Option<String>,
-    /// The callback's label.
-    pub by: String,
 }
 
 impl ToolVerdict {
@@ -1411,11 +1398,25 @@ impl ToolVerdict {
         serde_json::Value::Object(merged)
     }
 
+    /// The `approve` that decided, when the first directive was one (interface 1.3): the
+    /// call runs only once the user approves it; a denial, a timeout or no one to ask
+    /// leaves it blocked, with [`ToolVerdict::error_result`].
+    ///
+    /// ```
+    /// use hermes_host::registry::{Approval, Blocked, ToolVerdict};
+    /// let asked = Blocked { message: "deploys need a human".into(), by: "g::f".into(), approval: Some(Approval::default()) };
+    /// let v = ToolVerdict { blocked: Some(Box::new(asked)), modified_args: None };
+    /// assert_eq!(v.approval().unwrap().message, "deploys need a human");
+    /// ```
+    pub fn approval(&self) -> Option<&Blocked> {
+        self.blocked.as_deref().filter(|b| b.approval.is_some())
+    }
+
     /// The tool result the model sees when the call is blocked: `{"error": "<message>"}`.
     ///
     /// ```
     /// use hermes_host::registry::{ToolVerdict, Blocked};
-    /// let v = ToolVerdict { blocked: Some(Box::new(Blocked { message: "no é".into(), by: "g::f".into() })), ..Default::default() };
+    /// let v = ToolVerdict { blocked: Some(Box::new(Blocked { message: "no é".into(), by: "g::f".into(), approval: None })), ..Default::default() };
     /// assert_eq!(v.error_result().unwrap(), r#"{"error": "no é"}"#);
     /// ```
     pub fn error_result(&self) -> Option<String> {
@@ -1434,6 +1435,17 @@ pub struct Blocked {
     pub message: String,
     /// The callback's label.
     pub by: String,
+    /// Set when the hook answered `approve` (interface 1.3): the call may run once the
+    /// user approves it. A host without an approval step treats it as the block it reads
+    /// as, which is the safe reading: the hook wanted a human to see the call.
+    pub approval: Option<Approval>,
+}
+
+/// What a `pre_tool_call` hook's `approve` says beside its message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Approval {
+    /// What an approval covers, when the hook said (`rule_key`).
+    pub rule_key: Option<String>,
 }
 
 /// What to do with an incoming gateway message.
@@ -1626,6 +1638,7 @@ fn take_tool(tool: &mut ToolVerdict, hook: &str, entry: &Entry, reply: Reply) {
                 tool.blocked = Some(Box::new(Blocked {
                     message: reply.text.into_string(),
                     by: entry.label.clone(),
+                    approval: None,
                 }));
             }
         }
@@ -1638,15 +1651,20 @@ fn take_tool(tool: &mut ToolVerdict, hook: &str, entry: &Entry, reply: Reply) {
             _ => unusable(hook, entry, "a modify whose args are not a JSON object"),
         },
         actions::APPROVE => {
-            if tool.approval.is_none() {
+            if tool.blocked.is_none() {
                 let rule_key = serde_json::from_str::<serde_json::Value>(reply.json.as_str())
                     .ok()
                     .and_then(|v| v["rule_key"].as_str().map(str::to_string))
                     .filter(|k| !k.is_empty());
-                tool.approval = Some(Box::new(ApprovalAsked {
-                    message: reply.text.into_string(),
-                    rule_key,
+                let message = if reply.text.trim().is_empty() {
+                    "a hook asks for approval".to_string()
+                } else {
+                    reply.text.into_string()
+                };
+                tool.blocked = Some(Box::new(Blocked {
+                    message,
                     by: entry.label.clone(),
+                    approval: Some(Approval { rule_key }),
                 }));
             }
         }
@@ -1668,6 +1686,39 @@ mod tests {
     }
 
     #[test]
+    fn the_first_block_or_approve_decides_and_an_approve_reads_as_a_block_to_a_host_without_a_gate()
+    {
+        let approve: Arc<InProcessFn> = Arc::new(|_e| {
+            let mut r = Reply::new(actions::APPROVE, "deploys need a human");
+            r.json = r#"{"rule_key": "deploy:prod"}"#.into();
+            Ok(Some(r))
+        });
+        let mut first = Registry::new();
+        first.add_in_process("pre_tool_call", "gate", approve.clone());
+        first.add_in_process("pre_tool_call", "guard", reply("block", "no"));
+        let v = first.pre_tool_call(&payload::PreToolCallEvent::default());
+        let asked = v.approval().unwrap();
+        assert_eq!(
+            (asked.message.as_str(), asked.by.as_str()),
+            ("deploys need a human", "host::gate")
+        );
+        assert_eq!(
+            asked.approval.as_ref().unwrap().rule_key.as_deref(),
+            Some("deploy:prod")
+        );
+        assert_eq!(
+            v.error_result().unwrap(),
+            r#"{"error": "deploys need a human"}"#
+        );
+        let mut second = Registry::new();
+        second.add_in_process("pre_tool_call", "guard", reply("block", "no"));
+        second.add_in_process("pre_tool_call", "gate", approve);
+        let v = second.pre_tool_call(&payload::PreToolCallEvent::default());
+        assert!(v.approval().is_none());
+        assert_eq!(v.blocked.unwrap().message, "no");
+    }
+
+    #[test]
     fn first_block_wins_in_registry_order() {
         let mut reg = Registry::new();
         reg.add_in_process("pre_tool_call", "a", Arc::new(|_e| Ok(None)));
@@ -1678,7 +1729,8 @@ mod tests {
             v.blocked,
             Some(Box::new(Blocked {
                 message: "from b".into(),
-                by: "host::b".into()
+                by: "host::b".into(),
+                approval: None,
             }))
         );
     }

@@ -35,7 +35,7 @@ use hermes_hooks_abi::hooks::payload::{
 use serde_json::{Map, Value, json};
 
 use crate::middleware::Kind;
-use crate::registry::{ApprovalAsked, Blocked, Registry};
+use crate::registry::{Blocked, Registry};
 
 /// A tool call, with the ids the hooks carry.
 #[derive(Clone, Debug, Default)]
@@ -73,10 +73,11 @@ pub trait HostTools {
     /// plugin's tool of that name runs, if there is one).
     fn run(&self, tool: &str, args: &Value) -> Option<String>;
 
-    /// Asks the user to approve a call a `pre_tool_call` hook answered `approve` for.
-    /// `true`: approved. The default approves nothing: a host without a user to ask must
-    /// not run what a hook wanted a human to see.
-    fn approve(&self, call: &Call, asked: &ApprovalAsked) -> bool {
+    /// Asks the user to approve a call a `pre_tool_call` hook answered `approve` for
+    /// (`asked.message` says why, `asked.approval` holds its `rule_key`). `true`: approved.
+    /// The default approves nothing: a host without a user to ask must not run what a hook
+    /// wanted a human to see.
+    fn approve(&self, call: &Call, asked: &Blocked) -> bool {
         let _ = (call, asked);
         false
     }
@@ -123,12 +124,12 @@ impl Registry {
         });
         let args = verdict.apply(&rewritten.payload);
         let started = Instant::now();
-        let refused = verdict.error_result().or_else(|| {
-            let asked = verdict.approval.as_deref()?;
-            (!host.approve(call, asked)).then(|| {
+        let refused = match verdict.approval() {
+            Some(asked) => (!host.approve(call, asked)).then(|| {
                 json!({ "error": format!("{} not run: a hook asked for approval ({}) and it was not given", call.tool, asked.message) }).to_string()
-            })
-        });
+            }),
+            None => verdict.error_result(),
+        };
         let (result, status) = match refused {
             Some(result) => (result, "blocked"),
             None => {
@@ -223,7 +224,7 @@ impl Registry {
             result: shown,
             status,
             args,
-            blocked: verdict.blocked.map(|b| *b),
+            blocked: verdict.blocked.filter(|_| status == "blocked").map(|b| *b),
         }
     }
 

@@ -23,7 +23,7 @@ fn outcome_doc(kind: OutcomeKind) -> (&'static str, &'static str) {
         ),
         OutcomeKind::ToolDecision => (
             "`ToolDecision`: `Continue`, `Block(message)`, `Modify(args)` or `Approve { message, rule_key }`",
-            "The first `Block` with a non-empty message, in registry order, wins: the tool does not run and the model sees `{\"error\": \"<message>\"}`. Every `Modify` is merged over the arguments (top-level keys, a later key wins), in registry order; each callback sees the original arguments. Without a block, the first `Approve` (interface 1.3) sends the call to the approval gate even where no rule would: a denial, a timeout or no one to ask blocks it.",
+            "The first `Block` with a non-empty message (or `Approve`), in registry order, wins: the tool does not run and the model sees `{\"error\": \"<message>\"}`. Every `Modify` is merged over the arguments (top-level keys, a later key wins), in registry order; each callback sees the original arguments. An `Approve` (interface 1.3) counts as a directive like a block, and the first of the two in registry order decides: an approve sends the call to the approval gate even where no rule would, and a denial, a timeout or no one to ask blocks it.",
         ),
         OutcomeKind::Context => (
             "`Option<String>`: context to add",

@@ -153,7 +153,8 @@ fn first_block_wins_and_modifies_merge_across_plugins() {
         verdict.blocked,
         Some(Box::new(Blocked {
             message: "blocked by c".into(),
-            by: "c::record".into()
+            by: "c::record".into(),
+            approval: None,
         }))
     );
     assert_eq!(
@@ -472,7 +473,8 @@ fn the_testing_helper_loads_a_built_plugin_and_fires_typed_events() {
         verdict.blocked,
         Some(Box::new(Blocked {
             message: "nope".into(),
-            by: "rec::record".into()
+            by: "rec::record".into(),
+            approval: None,
         }))
     );
     host.on_session_start(&SessionStartEvent {

@@ -323,7 +323,8 @@ pub enum ToolDecision {
     /// Rewrite the tool arguments: these keys are merged over them, in registry order.
     Modify(serde_json::Map<String, serde_json::Value>),
     /// Put the call through the user's approval, even where no rule would ask (interface
-    /// 1.3): a denial, a timeout or no one to ask blocks it. A block by any hook still wins.
+    /// 1.3): a denial, a timeout or no one to ask blocks it. As in the reference, the first
+    /// block or approve in registry order decides.
     Approve {
         /// Why approval is needed, shown to the user.
         message: String,

@@ -618,13 +618,7 @@ impl Agent {
                 session
                     .history
                     .push(json!({ "role": "assistant", "content": text }));
-                session
-                    .history
-                    .push(json!({ "role": "user", "content": message }));
-                if let Some(files) = &session.files {
-                    files.user(&message);
-                }
-                let pass = self.model_pass(session, &next.steps, &message, &mut turn, &mut stop);
+                let pass = self.keep_working(session, &next.steps, &message, &mut turn, &mut stop);
                 response = pass.0;
                 interrupted = pass.1;
                 if pass.2.is_some() {
@@ -663,13 +657,7 @@ impl Agent {
                 session,
                 &format!("[a Stop hook keeps the agent working: {reason}]"),
             );
-            session
-                .history
-                .push(json!({ "role": "user", "content": reason }));
-            if let Some(files) = &session.files {
-                files.user(&reason);
-            }
-            let pass = self.model_pass(session, &next.steps, &reason, &mut turn, &mut stop);
+            let pass = self.keep_working(session, &next.steps, &reason, &mut turn, &mut stop);
             response = pass.0;
             interrupted = pass.1;
             completed = false;
@@ -718,6 +706,25 @@ impl Agent {
             error,
             stopped: stop,
         }
+    }
+
+    /// Another pass of this turn, when a hook keeps the agent working: `instruction` is the
+    /// user's next message (in the history and the transcript file), answered by `steps`.
+    fn keep_working(
+        &self,
+        session: &mut Session,
+        steps: &[Step],
+        instruction: &str,
+        turn: &mut Turn,
+        stop: &mut Option<Stop>,
+    ) -> (Option<String>, bool, Option<String>) {
+        session
+            .history
+            .push(json!({ "role": "user", "content": instruction }));
+        if let Some(files) = &session.files {
+            files.user(instruction);
+        }
+        self.model_pass(session, steps, instruction, turn, stop)
     }
 
     /// One pass of the model through `steps` with `model_input`: requests, responses and
@@ -1149,14 +1156,15 @@ impl Agent {
             .line(session, &format!("  -> {} {}", call.tool, args_text));
         let started = Instant::now();
         // A `pre_tool_call` approve outranks a Claude hook's allow, as an ask does.
-        let (permission, rule_key) = match verdict.approval.as_deref() {
+        let asked = verdict.approval();
+        let (permission, rule_key) = match asked {
             Some(asked) => (
                 Some(Permission::Ask(asked.message.clone())),
-                asked.rule_key.as_deref(),
+                asked.approval.as_ref().and_then(|a| a.rule_key.as_deref()),
             ),
             None => (permission, None),
         };
-        let refused = match verdict.error_result() {
+        let refused = match verdict.error_result().filter(|_| asked.is_none()) {
             Some(blocked) => Err(blocked),
             None => self.hook_approval(session, &call.tool, &args, permission, rule_key, ids),
         };

@@ -189,11 +189,10 @@ pub fn describe(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Observed => "observed (answers are ignored for this hook)".into(),
         Outcome::Tool(v) => match (&v.blocked, &v.modified_args) {
-            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
-            (None, _) if v.approval.is_some() => {
-                let asked = v.approval.as_deref().map_or("", |a| a.message.as_str());
-                format!("needs approval: {asked}")
+            (Some(b), _) if b.approval.is_some() => {
+                format!("needs approval, asked by {}: {}", b.by, b.message)
             }
+            (Some(b), _) => format!("blocked by {}: {}", b.by, b.message),
             (None, Some(args)) => format!(
                 "allowed, arguments modified: {}",
                 serde_json::Value::Object((**args).clone())
