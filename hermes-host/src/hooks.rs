@@ -72,6 +72,9 @@ pub struct LoadOptions {
     /// needs them (`hermes plugins list` shows what is installed); see
     /// [`discover_with_pip`](crate::plugins::discover_with_pip).
     pub list_pip_plugins: bool,
+    /// Load Rust plugins only (see
+    /// [`DiscoverOptions::native_only`](crate::plugins::DiscoverOptions::native_only)).
+    pub native_only: bool,
 }
 
 impl Default for LoadOptions {
@@ -87,6 +90,7 @@ impl Default for LoadOptions {
             gateway: GatewayOptions::default(),
             work_dir: None,
             list_pip_plugins: false,
+            native_only: false,
         }
     }
 }
@@ -251,6 +255,7 @@ impl Hooks {
                 host_config: config_json.clone(),
                 entry_points: Vec::new(),
                 list_entry_points: options.list_pip_plugins,
+                native_only: options.native_only,
             };
             plugins = load_all(home, &config.plugins, &discover, &mut registry);
         }
@@ -292,8 +297,9 @@ impl Hooks {
         });
         for p in &plugins.plugins {
             if let Some(error) = &p.error {
-                let skipped_by_choice =
-                    error.starts_with("not enabled in config") || error == "disabled via config";
+                let skipped_by_choice = error.starts_with("not enabled in config")
+                    || error == "disabled via config"
+                    || error.starts_with(crate::plugins::NOT_LOADED_HERE);
                 if !skipped_by_choice {
                     report.problems.push(Problem {
                         file: p.dir.clone(),

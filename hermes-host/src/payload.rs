@@ -13,6 +13,17 @@ const LISTS: &[&str] = &[
     "middleware_trace",
 ];
 
+/// The empty value of JSON field `name` when a payload leaves it out: `[]` for the fields
+/// that hold lists, `{}` for the others.
+///
+/// ```
+/// assert_eq!(hermes_host::payload::empty_json("conversation_history"), "[]");
+/// assert_eq!(hermes_host::payload::empty_json("args"), "{}");
+/// ```
+pub fn empty_json(name: &str) -> &'static str {
+    if LISTS.contains(&name) { "[]" } else { "{}" }
+}
+
 /// A payload that owns its text, so it can be built from JSON and lent out as fields.
 ///
 /// Fields of the hook's spec come first, in spec order (missing ones get their empty value:
@@ -57,8 +68,7 @@ impl OwnedPayload {
                 (FieldKind::Float, Some(serde_json::Value::Number(n))) => {
                     Owned::Float(n.as_f64().unwrap_or(0.0))
                 }
-                (FieldKind::Json, None) if LISTS.contains(&f.name) => Owned::Json("[]".into()),
-                (FieldKind::Json, None) => Owned::Json("{}".into()),
+                (FieldKind::Json, None) => Owned::Json(empty_json(f.name).into()),
                 (FieldKind::OptStr | FieldKind::OptInt, None) => Owned::Null,
                 (FieldKind::Json, Some(v)) => Owned::Json(v.to_string()),
                 (FieldKind::Str | FieldKind::OptStr, Some(serde_json::Value::String(s))) => {

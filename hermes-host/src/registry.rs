@@ -795,6 +795,72 @@ impl Registry {
         }
     }
 
+    /// Fires only the callback at `position` of `hook`'s list and combines its answer by
+    /// the hook's rule, for a host that keeps a list of callbacks of its own and combines
+    /// their answers itself (Hermes Agent, through the `hermes-hooks` Python package). A
+    /// callback that failed (an error, a panic, a crash of its worker) is logged and
+    /// counted as in a whole firing, and its message is returned as the error, so that
+    /// the host can report it in its own way.
+    ///
+    /// Callbacks answering together as a group (a Python plugin's) answer here as one
+    /// whole firing of the group would: only their first position fires them.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hermes_host::registry::{Outcome, Registry};
+    /// use hermes_hooks_abi::core::{Field, Reply};
+    ///
+    /// let mut registry = Registry::new();
+    /// registry.add_in_process("pre_llm_call", "a", Arc::new(|_e| Ok(Some(Reply::new("context", "from a")))));
+    /// registry.add_in_process("pre_llm_call", "b", Arc::new(|_e| Err("b is broken".into())));
+    /// let fields: [Field<'_>; 0] = [];
+    /// let first = registry.fire_one("pre_llm_call", 0, &fields, hermes_hooks_abi::core::no_host_calls());
+    /// assert_eq!(first, Ok(Outcome::Context(Some("from a".into()))));
+    /// let second = registry.fire_one("pre_llm_call", 1, &fields, hermes_hooks_abi::core::no_host_calls());
+    /// assert_eq!(second, Err("b is broken".to_string()));
+    /// ```
+    pub fn fire_one<'a>(
+        &self,
+        hook: &'a str,
+        position: usize,
+        fields: &'a [Field<'a>],
+        host: HostCallsRef<'a>,
+    ) -> Result<Outcome, String> {
+        let kind = hooks::spec(hook).map_or(OutcomeKind::Observer, |s| s.outcome);
+        let Some(slot) = self.slot(hook) else {
+            return Ok(Outcome::empty(kind));
+        };
+        let (Some(entry), Some(&mark)) = (slot.entries.get(position), slot.marks.get(position))
+        else {
+            return Ok(Outcome::empty(slot.kind));
+        };
+        let view = EventView::new(hook, fields, host);
+        let mut combiner = Combiner::new(slot.kind);
+        let mut failed = None;
+        let mut take = |entry: &Entry, answer: HookResult| match answer {
+            Err(message) => {
+                failed.get_or_insert_with(|| message.clone());
+                self.deliver(&view, entry, Err(message), &mut |_: &Entry, _: Reply| {});
+            }
+            Ok(Some(reply)) => combiner.take(hook, entry, reply),
+            Ok(None) => {}
+        };
+        match &entry.callback {
+            Callback::Member(group, 0) => {
+                let answers = crate::cpu_slots::waiting(|| group.run_all(&view));
+                for (k, answer) in answers.into_iter().enumerate() {
+                    take(slot.entries.get(position + k).unwrap_or(entry), answer);
+                }
+            }
+            Callback::Member(..) => {}
+            _ => take(entry, self.call_inline(&view, entry, mark)),
+        }
+        match failed {
+            Some(message) => Err(message),
+            None => Ok(combiner.finish()),
+        }
+    }
+
     /// Whether any callback is registered for `hook`.
     pub fn has(&self, hook: &str) -> bool {
         !self.entries(hook).is_empty() || self.slot(hook).is_some_and(|s| s.shadowed)

@@ -230,6 +230,12 @@ fn install_builds_copies_and_enables_a_plugin_crate() {
         list["plugins"][0]["hooks"],
         serde_json::json!(["pre_tool_call"])
     );
+    // Hermes Agent reads the same directory: the shim that lets it load the library.
+    assert_eq!(list["plugins"][0]["hermes_agent"], "shim");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("plugins/noop/__init__.py")).unwrap(),
+        hermes_host::plugins::hermes_agent::SHIM
+    );
     let fired = home.hermes(&["plugins", "fire", "pre_tool_call"], &[]);
     assert!(
         fired.stdout().contains("noop::noop  no opinion"),

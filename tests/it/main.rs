@@ -35,6 +35,8 @@ mod http_hooks;
 mod bench;
 // docs/hooks.md in step with the hook table: generated sections, every hook and field.
 mod docs;
+// Rust plugins inside the real Hermes Agent, through the hermes-hooks Python package.
+mod hermes_agent;
 // Interface 1.3's surface: native tools, commands and middleware, the new hooks.
 mod surface;
 // Files the host refuses: libraries outside their directory, names that are not plain,

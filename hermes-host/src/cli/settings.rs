@@ -58,6 +58,7 @@ impl Settings {
                 host_config: None,
                 entry_points: Vec::new(),
                 list_entry_points: false,
+                native_only: false,
             },
             accept_hooks: args.accept_hooks || flag("HERMES_ACCEPT_HOOKS"),
             log_file: args.log_file.clone(),

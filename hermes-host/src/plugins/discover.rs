@@ -9,6 +9,14 @@ use super::manifest::{Manifest, PluginKind, manifest_path};
 use crate::trust::{self, Policy, Role};
 use crate::{config::PluginsSection, home::Home};
 
+/// The pip distribution that runs native plugins inside Hermes Agent (the `hermes-hooks`
+/// Python package): its entry point is never loaded as a Python plugin here.
+pub const BRIDGE_DIST: &str = "hermes-hooks";
+
+/// How the reason of a plugin this host leaves to another begins (a Python plugin when
+/// only native ones load, the [`BRIDGE_DIST`] package): skipped by choice, not a problem.
+pub const NOT_LOADED_HERE: &str = "not loaded here:";
+
 /// Where plugins are looked for, resolved by the caller.
 #[derive(Clone, Debug, Default)]
 pub struct DiscoverOptions {
@@ -27,6 +35,11 @@ pub struct DiscoverOptions {
     /// Whether loading asks the interpreter for pip-installed plugins even when
     /// `plugins.enabled` names none that no directory provides (`hermes plugins list`).
     pub list_entry_points: bool,
+    /// Load Rust plugins only: a Python or Claude Code plugin is reported and left alone,
+    /// and pip-installed plugins are not looked for. This is how Hermes Agent loads this
+    /// home's native plugins through the `hermes-hooks` package: Hermes loads the Python
+    /// plugins itself.
+    pub native_only: bool,
 }
 
 /// One plugin directory found on disk.
@@ -206,6 +219,25 @@ pub fn discover(
             Status::Refused(why)
         } else if listed(&disabled) {
             Status::Skipped("disabled via config".into())
+        } else if c
+            .entry_point
+            .as_ref()
+            .is_some_and(|ep| ep.dist == BRIDGE_DIST)
+        {
+            // Its register(ctx) would load this home's native plugins a second time, inside
+            // the Python worker.
+            Status::Skipped(format!(
+                "{NOT_LOADED_HERE} the {BRIDGE_DIST} package runs this home's Rust plugins inside Hermes Agent; hermes loads them itself"
+            ))
+        } else if options.native_only
+            && c.manifest
+                .as_ref()
+                .is_ok_and(|m| m.kind != PluginKind::Native)
+        {
+            Status::Skipped(format!(
+                "{NOT_LOADED_HERE} a {} plugin, which Hermes Agent loads itself",
+                c.manifest.as_ref().map_or("", |m| m.kind.as_str())
+            ))
         } else if !enabled.as_deref().is_some_and(listed) {
             tracing::debug!("Skipping '{}' (not in plugins.enabled)", c.key);
             Status::Skipped(format!(

@@ -10,6 +10,7 @@
 mod discover;
 mod elf;
 mod entry_points;
+pub mod hermes_agent;
 pub mod isolation;
 pub mod library_file;
 mod load;
@@ -20,7 +21,7 @@ mod supervisor;
 
 use std::path::{Path, PathBuf};
 
-pub use discover::{Candidate, DiscoverOptions, Status, discover};
+pub use discover::{BRIDGE_DIST, Candidate, DiscoverOptions, NOT_LOADED_HERE, Status, discover};
 pub use elf::check_elf;
 pub use entry_points::{EntryPoint, GROUP as ENTRY_POINT_GROUP};
 pub use load::{HOST_ABI_VERSION, Library, Registration, load_library, register};
@@ -135,7 +136,7 @@ pub fn discover_with_pip(
     interpreter: &std::path::Path,
 ) -> Vec<Candidate> {
     let found = discover(home, config, options);
-    if options.safe_mode {
+    if options.safe_mode || options.native_only {
         return found;
     }
     let provided = |name: &String| found.iter().any(|c| c.key == *name || c.name() == name);

@@ -117,6 +117,11 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
         "Plugins in {} (host interface {HOST_ABI_VERSION}):",
         dir.display()
     );
+    let uses_bridge = hooks
+        .config()
+        .plugins
+        .enabled_names()
+        .is_some_and(|names| names.iter().any(|n| n == hermes_host::plugins::BRIDGE_DIST));
     println!();
     for p in &report.plugins {
         let state = match &p.error {
@@ -168,6 +173,16 @@ fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitStatus> {
                     worker_status(worker.as_ref())
                 ),
                 None => println!("      isolation: process"),
+            }
+        }
+        if p.kind == hermes_host::plugins::PluginKind::Native && !p.linked_static {
+            // A missing shim matters only to someone who runs these plugins in Hermes Agent.
+            let state = hermes_host::plugins::hermes_agent::shim_state(&p.dir);
+            if state != hermes_host::plugins::hermes_agent::ShimState::Missing || uses_bridge {
+                println!(
+                    "      {}",
+                    hermes_host::plugins::hermes_agent::describe(state)
+                );
             }
         }
         if let Some(lib) = &p.library {
@@ -237,6 +252,12 @@ fn plugin_json(p: &PluginReport) -> serde_json::Value {
         "interpreter": p.interpreter,
         "origin": p.origin,
         "isolation": p.isolation.as_str(),
+        "hermes_agent": (p.kind == hermes_host::plugins::PluginKind::Native && !p.linked_static)
+            .then(|| match hermes_host::plugins::hermes_agent::shim_state(&p.dir) {
+                hermes_host::plugins::hermes_agent::ShimState::Present => "shim",
+                hermes_host::plugins::hermes_agent::ShimState::Missing => "missing",
+                hermes_host::plugins::hermes_agent::ShimState::Foreign => "foreign",
+            }),
         "worker_pid": p.worker.as_ref().and_then(|w| w.status().0),
         "worker_restarts": p.worker.as_ref().map(|w| w.status().1),
         "worker_last_crash": p.worker.as_ref().and_then(|w| w.status().2),
@@ -584,11 +605,21 @@ fn install(
         replace_file(&installed_yaml, manifest_text.as_bytes())?;
         InstallRecord::write(&dest, &manifest_text)?;
     }
+    // Hermes Agent reads the same directory: without this file it fails on it.
+    let shim = hermes_host::plugins::hermes_agent::write_shim(&dest)
+        .with_context(|| format!("cannot write the Hermes Agent shim into {}", dest.display()))?;
+    if !shim {
+        tracing::warn!(
+            "{}: kept the plugin's own __init__.py; Hermes Agent runs that, not this library",
+            dest.join(hermes_host::plugins::hermes_agent::FILE)
+                .display()
+        );
+    }
     enable_installed(home, &manifest.name, &dest)?;
     if as_json {
         println!(
             "{}",
-            json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true, "kept_plugin_yaml": kept })
+            json!({ "plugin": manifest.name, "dir": dest, "library": dest.join(&file_name), "enabled": true, "kept_plugin_yaml": kept, "hermes_agent_shim": shim })
         );
     } else {
         println!(

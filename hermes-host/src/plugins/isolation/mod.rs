@@ -53,10 +53,23 @@ pub const WORKER_ARG: &str = "__hermes-plugin-worker";
 /// How long a worker has to load the library and say hello.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The program that runs workers: `HERMES_PLUGIN_WORKER`, else this process's own.
+/// The worker program a host set with [`set_worker_program`].
+static WORKER_PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the program that runs workers in this process, for a host whose own program
+/// cannot (a Python interpreter embedding the library: the `hermes-hooks` package names its
+/// `hermes-hooks-worker`). `HERMES_PLUGIN_WORKER` still wins. Only the first call counts;
+/// returns whether it did.
+pub fn set_worker_program(program: PathBuf) -> bool {
+    WORKER_PROGRAM.set(program).is_ok()
+}
+
+/// The program that runs workers: `HERMES_PLUGIN_WORKER`, else the one named by
+/// [`set_worker_program`], else this process's own.
 pub fn worker_program() -> Option<PathBuf> {
     std::env::var_os("HERMES_PLUGIN_WORKER")
         .map(PathBuf::from)
+        .or_else(|| WORKER_PROGRAM.get().cloned())
         .or_else(|| std::env::current_exe().ok())
 }
 

@@ -1,0 +1,60 @@
+"""Types of the compiled module (see ``hermes_hooks``)."""
+
+from os import PathLike
+from typing import Any, Optional
+
+ABI_VERSION: str
+WORKER_ARG: str
+__version__: str
+
+class HookError(RuntimeError):
+    """A hermes-hooks plugin or hook failed; the message names the plugin, the hook and
+    what to do. Never a ``BaseException``: a host's ``except Exception`` catches it."""
+
+class Callback:
+    """One native callback, callable as a Hermes plugin's hook callback."""
+
+    __name__: str
+    hook: str
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """Fires this callback alone with the hook's keyword arguments and returns its
+        answer in the shape a Hermes plugin returns (``None`` for no decision). Argument
+        rewrites of ``pre_tool_call`` are written into ``kwargs["args"]``."""
+
+class Hooks:
+    """The hooks of a Hermes home, loaded as ``hermes`` loads them."""
+
+    home: str
+
+    def __init__(
+        self,
+        home: Optional[str | PathLike[str]] = None,
+        *,
+        native_only: bool = False,
+        shell_hooks: bool = True,
+        gateway: bool = False,
+    ) -> None:
+        """Loads the plugins (and, unless ``native_only``, Python plugins and the shell
+        hooks of ``config.yaml``; with ``gateway``, the gateway hooks) of ``home``, else of
+        ``$HERMES_HOME``, else of ``~/.hermes``. Problems are in :meth:`report`; a home that
+        is not a directory raises :class:`HookError`."""
+
+    def fire(self, hook: str, /, **kwargs: Any) -> Any:
+        """Fires ``hook`` at every callback and returns the combined answer, as one Hermes
+        plugin would return it (``None`` when nothing decided)."""
+
+    def emit(self, event: str, context: Optional[dict[str, Any]] = None) -> None:
+        """Queues a gateway event for the gateway hooks subscribed to it; never blocks."""
+
+    def callbacks(self, plugin: Optional[str] = None) -> list[tuple[str, int, str, Optional[str]]]:
+        """``(hook, position, label, plugin)`` of every callback, in firing order."""
+
+    def callback(self, hook: str, position: int) -> Callback:
+        """The callable that fires only the callback at ``position`` of ``hook``."""
+
+    def report(self) -> dict[str, Any]:
+        """``{"plugins": [...], "problems": [...]}``: what loaded, and why not."""
+
+def worker_main(args: list[str]) -> int: ...
+def set_worker_program(program: str) -> bool: ...
