@@ -26,7 +26,7 @@ use std::sync::Arc;
 use hermes_hooks_abi::core::no_host_calls;
 use hermes_host::home::Home;
 use hermes_host::registry::{Callback as EntryCallback, Source};
-use hermes_host::{LoadOptions, isolation};
+use hermes_host::{ConsentPolicy, LoadOptions, isolation};
 use pyo3::create_exception;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -65,12 +65,13 @@ struct Hooks {
 #[pymethods]
 impl Hooks {
     #[new]
-    #[pyo3(signature = (home=None, *, native_only=false, shell_hooks=true, gateway=false))]
+    #[pyo3(signature = (home=None, *, native_only=false, shell_hooks=true, accept_shell_hooks=false, gateway=false))]
     fn new(
         py: Python<'_>,
         home: Option<PathBuf>,
         native_only: bool,
         shell_hooks: bool,
+        accept_shell_hooks: bool,
         gateway: bool,
     ) -> PyResult<Hooks> {
         let home = home.map_or_else(Home::from_env, Home::at);
@@ -81,6 +82,13 @@ impl Hooks {
                 let options = LoadOptions {
                     native_only,
                     shell_hooks: shell_hooks && !native_only,
+                    // A Python host has no terminal to ask on: allowlisted hooks only,
+                    // unless it accepts the rest for this process (as `--accept-hooks`).
+                    consent: if accept_shell_hooks {
+                        ConsentPolicy::AcceptForThisRun
+                    } else {
+                        ConsentPolicy::AllowlistedOnly
+                    },
                     gateway_log: gateway.then(log::gateway_log),
                     ..LoadOptions::default()
                 };

@@ -569,3 +569,129 @@ fn argument_rewrites_and_transforms_of_a_native_plugin_take_effect_in_hermes() {
         "{pre}"
     );
 }
+
+#[test]
+fn every_answer_reaches_hermes_in_the_shape_its_own_helpers_read() {
+    let server = ModelServer::start(Vec::new());
+    let scratch = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{{log: '{}', answers: {{\
+         pre_tool_call: {{action: approve, text: 'a human should see this', json: {{rule_key: 'terminal:rm'}}}}, \
+         pre_llm_call: {{action: context, text: 'recalled'}}, \
+         transform_tool_result: {{action: replace, text: 'redacted'}}, \
+         pre_verify: {{action: continue, text: 'run the tests'}}, \
+         pre_gateway_dispatch: {{action: skip, text: 'spam'}}}}}}",
+        scratch.path().join("recorded.log").display()
+    );
+    let home = hermes_home(&server, &[("recorder", Some(config.as_str()))]);
+    let script = r#"
+import hermes_cli.plugins as plugins
+manager = plugins.get_plugin_manager()
+manager.discover_and_load()
+d = plugins._get_pre_tool_call_directive_details("terminal", {"command": "rm -rf build"})
+print("approve:", d.action, d.message, d.rule_key)
+ctx = manager.invoke_hook("pre_llm_call", session_id="s", user_message="hi", conversation_history=[],
+                          is_first_turn=True, model="m", platform="cli", sender_id="u")
+print("context:", ctx, type(ctx[0]) is dict)
+out = manager.invoke_hook("transform_tool_result", tool_name="terminal", args={}, result="secret",
+                          task_id="t", session_id="s", tool_call_id="c", duration_ms=1)
+print("transform:", out, type(out[0]) is str)
+print("verify:", plugins.get_pre_verify_continue_message(session_id="s", attempt=0, changed_paths=["a.py"]))
+from gateway.config import Platform
+from gateway.platforms.base import MessageEvent
+from gateway.session import SessionSource
+event = MessageEvent(text="buy cheap pills", message_id="m1",
+                     source=SessionSource(platform=Platform.TELEGRAM, chat_id="c9", user_id="u7"))
+gw = manager.invoke_hook("pre_gateway_dispatch", event=event, gateway=object(), session_store=None)
+print("dispatch:", gw)
+"#;
+    let venv = venv();
+    let out = run_ok(
+        Command::new(venv.join("bin/python"))
+            .args(["-c", script])
+            .env("HERMES_HOME", home.path())
+            .env("HOME", home.path())
+            .env("PATH", path_with(venv)),
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "approve: approve a human should see this terminal:rm\n\
+         context: [{'context': 'recalled'}] True\n\
+         transform: ['redacted'] True\n\
+         verify: run the tests\n\
+         dispatch: [{'action': 'skip', 'reason': 'spam'}]\n"
+    );
+    // The native callback read the message's fields from Hermes's MessageEvent.
+    let recorded = std::fs::read_to_string(scratch.path().join("recorded.log")).unwrap();
+    let dispatch = recorded
+        .lines()
+        .find(|l| l.contains(" pre_gateway_dispatch "))
+        .unwrap_or_else(|| panic!("{recorded}"));
+    assert!(
+        dispatch.ends_with(r#"{"platform":"telegram","chat_id":"c9","user_id":"u7","text":"buy cheap pills","message_id":"m1","session_key":"telegram:c9","chat_type":"dm","user_name":null}"#),
+        "{dispatch}"
+    );
+}
+
+#[test]
+fn python_hosts_get_all_three_hook_systems() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = TestHome::new();
+    home.install("memory", "memory", None, None);
+    let guard = home.script(
+        "guard.sh",
+        "#!/bin/sh\necho '{\"decision\": \"block\", \"reason\": \"shell says no\"}'\n",
+    );
+    home.config(&format!(
+        "plugins:\n  enabled: [memory]\nhooks:\n  pre_tool_call:\n    - command: {}\n",
+        guard.display()
+    ));
+    let hook = home.path().join("hooks/recorder");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.yaml"),
+        "name: recorder\nevents: [\"agent:*\"]\n",
+    )
+    .unwrap();
+    let events = home.path().join("events.log");
+    let handler = hook.join("handler");
+    std::fs::write(
+        &handler,
+        format!("#!/bin/sh\ncat >> {}\n", events.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = r#"
+import sys, time, hermes_hooks
+home, events = sys.argv[1], sys.argv[2]
+# Unapproved shell hooks do not run unless the host accepts them.
+assert hermes_hooks.Hooks(home).fire("pre_tool_call", tool_name="terminal", args={}) is None
+hooks = hermes_hooks.Hooks(home, accept_shell_hooks=True, gateway=True)
+print(hooks.fire("pre_tool_call", tool_name="terminal", args={"command": "ls"}))
+print([(c[0], c[3]) for c in hooks.callbacks()])
+hooks.emit("agent:start", {"session_id": "s1", "message": "hello"})
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        if "hello" in open(events).read():
+            print("gateway hook ran")
+            break
+    except FileNotFoundError:
+        pass
+    time.sleep(0.05)
+"#;
+    let out = run_ok(
+        Command::new(venv().join("bin/python"))
+            .args(["-c", script])
+            .arg(home.path())
+            .arg(&events),
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("{'action': 'block', 'message': 'shell says no'}"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("('pre_llm_call', 'memory')"), "{stdout}");
+    assert!(stdout.contains("('pre_tool_call', None)"), "{stdout}");
+    assert!(stdout.contains("gateway hook ran"), "{stdout}");
+}

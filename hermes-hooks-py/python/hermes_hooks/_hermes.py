@@ -56,6 +56,45 @@ def _known_hooks() -> set[str] | None:
         return None
 
 
+def _text(value: Any) -> str:
+    value = getattr(value, "value", value)  # an enum member (Platform.TELEGRAM)
+    return "" if value is None else str(value)
+
+
+def _gateway_fields(event: Any) -> dict[str, Any]:
+    """The fields of ``pre_gateway_dispatch`` from Hermes's ``MessageEvent``."""
+    source = getattr(event, "source", None)
+    platform = _text(getattr(source, "platform", ""))
+    chat_id = _text(getattr(source, "chat_id", ""))
+    user_name = getattr(source, "user_name", None)
+    message_id = getattr(event, "message_id", None)
+    return {
+        "platform": platform,
+        "chat_id": chat_id,
+        "user_id": _text(getattr(source, "user_id", "")),
+        "text": _text(getattr(event, "text", "")),
+        "message_id": None if message_id is None else str(message_id),
+        "session_key": f"{platform}:{chat_id}",
+        "chat_type": _text(getattr(source, "chat_type", "")) or "dm",
+        "user_name": None if user_name is None else str(user_name),
+    }
+
+
+def _for_hermes(hook: str, callback: _native.Callback) -> Any:
+    """What Hermes calls. Hermes hands ``pre_gateway_dispatch`` its message event and the
+    gateway itself; a native callback reads the message's fields instead (the gateway's
+    own objects cannot cross to native code)."""
+    if hook != "pre_gateway_dispatch":
+        return callback
+
+    def pre_gateway_dispatch(event: Any = None, **_objects: Any) -> Any:
+        return callback(**_gateway_fields(event))
+
+    pre_gateway_dispatch.__name__ = callback.__name__
+    pre_gateway_dispatch.__qualname__ = callback.__name__
+    return pre_gateway_dispatch
+
+
 def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> int:
     known = _known_hooks()
     count = 0
@@ -77,7 +116,7 @@ def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> in
                     hook,
                 )
                 continue
-            ctx.register_hook(hook, hooks.callback(hook, position))
+            ctx.register_hook(hook, _for_hermes(hook, hooks.callback(hook, position)))
             count += 1
     return count
 

@@ -33,12 +33,15 @@ class Hooks:
         *,
         native_only: bool = False,
         shell_hooks: bool = True,
+        accept_shell_hooks: bool = False,
         gateway: bool = False,
     ) -> None:
         """Loads the plugins (and, unless ``native_only``, Python plugins and the shell
         hooks of ``config.yaml``; with ``gateway``, the gateway hooks) of ``home``, else of
-        ``$HERMES_HOME``, else of ``~/.hermes``. Problems are in :meth:`report`; a home that
-        is not a directory raises :class:`HookError`."""
+        ``$HERMES_HOME``, else of ``~/.hermes``. Shell hooks run when allowlisted
+        (``hermes hooks approve``), or all of them for this process with
+        ``accept_shell_hooks``. Problems are in :meth:`report`; a home that is not a
+        directory raises :class:`HookError`."""
 
     def fire(self, hook: str, /, **kwargs: Any) -> Any:
         """Fires ``hook`` at every callback and returns the combined answer, as one Hermes
