@@ -19,6 +19,7 @@ mod convert;
 mod log;
 mod payload;
 
+use std::ffi::{CStr, CString};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use hermes_host::registry::{Callback as EntryCallback, Source};
 use hermes_host::{ConsentPolicy, LoadOptions, isolation};
 use pyo3::create_exception;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyCFunction, PyDict, PyList};
 
 create_exception!(
     hermes_hooks,
@@ -117,7 +118,13 @@ impl Hooks {
         hook: &str,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        fire(py, &self.inner, hook, None, kwargs)
+        fire(
+            py,
+            &self.inner,
+            (hook, payload::hook_index(hook)),
+            None,
+            kwargs,
+        )
     }
 
     /// Queues gateway event `event` for the gateway hooks subscribed to it; returns at once.
@@ -182,6 +189,7 @@ impl Hooks {
         Ok(Callback {
             hooks: self.inner.clone(),
             hook: hook.to_string(),
+            index: payload::hook_index(hook),
             position,
             label: entry.label.clone(),
         })
@@ -212,6 +220,8 @@ impl Hooks {
 struct Callback {
     hooks: Arc<hermes_host::Hooks>,
     hook: String,
+    /// The hook's position in `HOOKS`, looked up once.
+    index: Option<usize>,
     position: usize,
     label: String,
 }
@@ -220,7 +230,33 @@ struct Callback {
 impl Callback {
     #[pyo3(signature = (**kwargs))]
     fn __call__(&self, py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        fire(py, &self.hooks, &self.hook, Some(self.position), kwargs)
+        fire(
+            py,
+            &self.hooks,
+            (&self.hook, self.index),
+            Some(self.position),
+            kwargs,
+        )
+    }
+
+    /// The callback as a built-in function named `<plugin>::<callback>`, which is what the
+    /// package registers with Hermes: a call hands it the caller's keyword arguments
+    /// as they are, where calling this object makes pyo3 copy them into a new dict first
+    /// (a quarter of what a native no-op cost Hermes).
+    fn function<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCFunction>> {
+        let (hooks, hook) = (self.hooks.clone(), self.hook.clone());
+        let (index, position) = (self.index, self.position);
+        // A function's name must outlive it; one small string per registered callback.
+        let name = CString::new(self.label.replace('\0', "")).unwrap_or_default();
+        let name: &'static CStr = Box::leak(name.into_boxed_c_str());
+        PyCFunction::new_closure(py, Some(name), None, move |args, kwargs| {
+            if !args.is_empty() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "a hook callback takes keyword arguments only",
+                ));
+            }
+            fire(args.py(), &hooks, (&hook, index), Some(position), kwargs)
+        })
     }
 
     /// `<plugin>::<callback>`: the name Hermes prints when the callback fails.
@@ -243,12 +279,13 @@ impl Callback {
     }
 }
 
-/// Fires `hook` (at `position` only, when given) with `kwargs`, the GIL released around
-/// the native work, and turns the outcome into what a Hermes plugin would return.
+/// Fires `hook` (at `index` of `HOOKS`; at `position` of its list only, when given) with
+/// `kwargs`, the GIL released around the native work, and turns the outcome into what a
+/// Hermes plugin would return.
 fn fire(
     py: Python<'_>,
     hooks: &hermes_host::Hooks,
-    hook: &str,
+    (hook, index): (&str, Option<usize>),
     position: Option<usize>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
@@ -261,7 +298,7 @@ fn fire(
     };
     // Read while the GIL is held; the fields borrow from the payload's Python strings,
     // which it keeps alive.
-    let payload = payload::Payload::new(hook, kwargs)?;
+    let payload = payload::Payload::new(index, kwargs)?;
     let fields = payload.fields()?;
     let outcome = py.detach(|| {
         guard(who, || {

@@ -55,30 +55,61 @@ fn names(py: Python<'_>) -> &Vec<Vec<Py<PyString>>> {
     })
 }
 
+/// The keyword argument Hermes's `invoke_hook` adds to every call. `hermes` does not hand
+/// it to native callbacks either, so it is left out here too.
+const TELEMETRY: &str = "telemetry_schema_version";
+
+/// The position of `hook` in `HOOKS`, for [`Payload::new`].
+pub fn hook_index(hook: &str) -> Option<usize> {
+    hooks::HOOKS.iter().position(|h| h.name == hook)
+}
+
 /// The payload of one firing.
 pub struct Payload<'py> {
     slots: Vec<(Name<'py>, Slot<'py>)>,
 }
 
 impl<'py> Payload<'py> {
-    /// The payload of `hook` from `kwargs` (none: every field empty).
-    pub fn new(hook: &str, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Payload<'py>> {
-        let position = hooks::HOOKS.iter().position(|h| h.name == hook);
+    /// The payload of the hook at `position` of `HOOKS` (see [`hook_index`]; `None`: a hook
+    /// this interface does not know) from `kwargs` (none: every field empty).
+    pub fn new(
+        position: Option<usize>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Payload<'py>> {
         let spec = position.map_or(&[][..], |i| hooks::HOOKS[i].fields);
-        let interned = match (kwargs, position) {
-            (Some(kwargs), Some(i)) => names(kwargs.py()).get(i).map(Vec::as_slice),
-            _ => None,
+        // One pass over the dict: each key is matched to its spec field by identity (the
+        // keys of a call are interned, as are the names), else by text; the rest are kept
+        // for after the spec's fields.
+        let mut values: Vec<Option<Bound<'py, PyAny>>> = vec![None; spec.len()];
+        let mut extras = Vec::new();
+        if let Some(kwargs) = kwargs {
+            let py = kwargs.py();
+            let interned = position
+                .and_then(|i| names(py).get(i))
+                .map_or(&[][..], Vec::as_slice);
+            for (key, value) in kwargs.iter() {
+                if let Some(k) = interned.iter().position(|n| n.is(&key)) {
+                    values[k] = Some(value);
+                    continue;
+                }
+                match key.cast_into::<PyString>() {
+                    Ok(key) => {
+                        let text = key.to_str()?;
+                        if let Some(k) = spec.iter().position(|f| f.name == text) {
+                            values[k] = Some(value);
+                        } else if text != TELEMETRY {
+                            extras.push((Name::Key(key), value));
+                        }
+                    }
+                    Err(key) => {
+                        let text = key.into_inner().str()?.to_str()?.to_owned();
+                        extras.push((Name::Text(text), value));
+                    }
+                }
+            }
         }
-        .unwrap_or_default();
-        let mut slots = Vec::with_capacity(spec.len() + 2);
-        let mut found = 0;
-        for (k, field) in spec.iter().enumerate() {
-            let value = match (kwargs, interned.get(k)) {
-                (Some(kwargs), Some(name)) => kwargs.get_item(name.bind(kwargs.py()))?,
-                (Some(kwargs), None) => kwargs.get_item(field.name)?,
-                (None, _) => None,
-            };
-            found += usize::from(value.is_some());
+        let mut slots = Vec::with_capacity(spec.len() + extras.len());
+        for (field, value) in spec.iter().zip(values) {
             let slot = match (field.kind, value) {
                 (FieldKind::Str, None) => Slot::Text(String::new()),
                 (FieldKind::Int, None) => Slot::Int(0),
@@ -89,7 +120,7 @@ impl<'py> Payload<'py> {
                 }
                 (FieldKind::OptStr | FieldKind::OptInt, None) => Slot::Null,
                 (FieldKind::Json, Some(v)) => {
-                    let mut text = String::new();
+                    let mut text = String::with_capacity(64);
                     write_json(&v, &mut text, 0)?;
                     Slot::Json(text)
                 }
@@ -102,23 +133,8 @@ impl<'py> Payload<'py> {
             };
             slots.push((Name::Spec(field.name), slot));
         }
-        // Keys the spec does not know (Hermes adds `telemetry_schema_version`), after the
-        // spec's: only looked for when some key was not one of the spec's.
-        if let Some(kwargs) = kwargs.filter(|k| k.len() > found) {
-            for (key, value) in kwargs.iter() {
-                let name = match key.cast_into::<PyString>() {
-                    Ok(key) => {
-                        let known = interned.iter().any(|n| n.is(&key))
-                            || spec.iter().any(|f| key.to_str().is_ok_and(|k| k == f.name));
-                        if known {
-                            continue;
-                        }
-                        Name::Key(key)
-                    }
-                    Err(key) => Name::Text(key.into_inner().str()?.to_str()?.to_owned()),
-                };
-                slots.push((name, slot_of(value)?));
-            }
+        for (name, value) in extras {
+            slots.push((name, slot_of(value)?));
         }
         Ok(Payload { slots })
     }
@@ -240,7 +256,14 @@ fn write_items<'py>(
 
 /// `s` as a JSON string.
 fn push_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
+    // Most text needs no escape: copied whole.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),

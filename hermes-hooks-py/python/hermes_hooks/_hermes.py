@@ -85,7 +85,7 @@ def _for_hermes(hook: str, callback: _native.Callback) -> Any:
     gateway itself; a native callback reads the message's fields instead (the gateway's
     own objects cannot cross to native code)."""
     if hook != "pre_gateway_dispatch":
-        return callback
+        return callback.function()
 
     def pre_gateway_dispatch(event: Any = None, **_objects: Any) -> Any:
         return callback(**_gateway_fields(event))

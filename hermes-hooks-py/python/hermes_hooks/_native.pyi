@@ -1,7 +1,7 @@
 """Types of the compiled module (see ``hermes_hooks``)."""
 
 from os import PathLike
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 ABI_VERSION: str
 WORKER_ARG: str
@@ -16,6 +16,10 @@ class Callback:
 
     __name__: str
     hook: str
+
+    def function(self) -> Callable[..., Any]:
+        """The callback as a built-in function named ``<plugin>::<callback>``: the same
+        call, without the copy of the keyword arguments that calling this object costs."""
 
     def __call__(self, **kwargs: Any) -> Any:
         """Fires this callback alone with the hook's keyword arguments and returns its
