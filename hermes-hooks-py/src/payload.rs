@@ -256,24 +256,5 @@ fn write_items<'py>(
 
 /// `s` as a JSON string.
 fn push_string(out: &mut String, s: &str) {
-    out.reserve(s.len() + 2);
-    out.push('"');
-    // Most text needs no escape: copied whole.
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    hermes_host::pyfmt::write_string(out, s, false);
 }

@@ -110,8 +110,24 @@ fn close(out: &mut String, style: JsonStyle, depth: usize) {
     }
 }
 
-fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
+/// Appends `s` as a JSON string, escaped as `json.dumps` escapes it (`ensure_ascii`: every
+/// character past `~` as `\\uXXXX`, as its default does).
+///
+/// ```
+/// let mut out = String::new();
+/// hermes_host::pyfmt::write_string(&mut out, "say \"hi\"\n", false);
+/// assert_eq!(out, r#""say \"hi\"\n""#);
+/// ```
+pub fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.reserve(s.len() + 2);
     out.push('"');
+    // Most text needs no escape: copied whole.
+    let plain = |b: u8| b >= 0x20 && b != b'"' && b != b'\\' && !(ensure_ascii && b > 0x7e);
+    if s.bytes().all(plain) {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),

@@ -62,6 +62,19 @@ fn venv() -> &'static Path {
     })
 }
 
+/// Runs `script` on the virtualenv's Python with `HERMES_HOME` (and `HOME`) set to `home`,
+/// as Hermes's own processes run; fails the test when it fails.
+fn python_in(home: &Path, script: &str) -> Output {
+    let venv = venv();
+    run_ok(
+        Command::new(venv.join("bin/python"))
+            .args(["-c", script])
+            .env("HERMES_HOME", home)
+            .env("HOME", home)
+            .env("PATH", path_with(venv)),
+    )
+}
+
 fn path_with(venv: &Path) -> String {
     format!(
         "{}:{}",
@@ -385,14 +398,7 @@ for _ in range(2):
 print("results:", results)
 print(chr(10).join(records))
 "#;
-    let venv = venv();
-    let out = run_ok(
-        Command::new(venv.join("bin/python"))
-            .args(["-c", script])
-            .env("HERMES_HOME", home.path())
-            .env("HOME", home.path())
-            .env("PATH", path_with(venv)),
-    );
+    let out = python_in(home.path(), script);
     text(&out.stdout)
 }
 
@@ -509,14 +515,7 @@ for t in threads: t.start()
 for t in threads: t.join()
 print("fired")
 "#;
-    let venv = venv();
-    let out = run_ok(
-        Command::new(venv.join("bin/python"))
-            .args(["-c", script])
-            .env("HERMES_HOME", home.path())
-            .env("HOME", home.path())
-            .env("PATH", path_with(venv)),
-    );
+    let out = python_in(home.path(), script);
     assert_eq!(text(&out.stdout).trim(), "fired");
     let log = std::fs::read_to_string(home.path().join("plugins/audit-log/audit.jsonl")).unwrap();
     let mut ids: Vec<String> = log
@@ -605,14 +604,7 @@ event = MessageEvent(text="buy cheap pills", message_id="m1",
 gw = manager.invoke_hook("pre_gateway_dispatch", event=event, gateway=object(), session_store=None)
 print("dispatch:", gw)
 "#;
-    let venv = venv();
-    let out = run_ok(
-        Command::new(venv.join("bin/python"))
-            .args(["-c", script])
-            .env("HERMES_HOME", home.path())
-            .env("HOME", home.path())
-            .env("PATH", path_with(venv)),
-    );
+    let out = python_in(home.path(), script);
     assert_eq!(
         text(&out.stdout),
         "approve: approve a human should see this terminal:rm\n\
