@@ -365,7 +365,15 @@ fn hermes_logs_a_panic_or_a_crash_as_a_failed_callback_and_goes_on() {
         ],
     );
     let stdout = fire_in_hermes_plugin_manager(&home);
-    assert!(stdout.contains("Blocked by guardrail"), "{stdout}");
+    let results = stdout
+        .lines()
+        .find(|l| l.starts_with("results:"))
+        .unwrap_or_default();
+    assert_eq!(
+        results.matches("Blocked by guardrail").count(),
+        1,
+        "one guardrail callback after the forced rediscovery: {stdout}"
+    );
     assert!(
         stdout.contains("Hook 'pre_tool_call' callback faulty::explode raised: faulty::explode in hook 'pre_tool_call': deliberate panic in pre_tool_call for terminal"),
         "{stdout}"
@@ -379,8 +387,8 @@ fn hermes_logs_a_panic_or_a_crash_as_a_failed_callback_and_goes_on() {
 }
 
 /// Hermes's own plugin manager, as its agent loop calls it: discovers and loads the home's
-/// plugins, fires `pre_tool_call` twice, and prints the results and every log record of
-/// WARNING and above.
+/// plugins (and again, forced), fires `pre_tool_call` twice, and prints the results and every
+/// log record of WARNING and above.
 fn fire_in_hermes_plugin_manager(home: &TestHome) -> String {
     let script = r#"
 import logging
@@ -393,6 +401,8 @@ logging.getLogger().setLevel(logging.WARNING)
 import hermes_cli.plugins as plugins
 manager = plugins.get_plugin_manager()
 manager.discover_and_load()
+# A forced rediscovery (config changed) clears Hermes's hooks: the natives come back, once.
+manager.discover_and_load(force=True)
 for _ in range(2):
     results = manager.invoke_hook("pre_tool_call", tool_name="terminal", args={"command": "rm -rf /"})
 print("results:", results)

@@ -22,8 +22,21 @@ log = logging.getLogger("hermes_hooks")
 
 _lock = threading.Lock()
 _loaded: dict[str, _native.Hooks] = {}
-# (home, plugin name) of every plugin whose callbacks Hermes has already.
-_registered: set[tuple[str, str]] = set()
+# The functions handed to Hermes, per (home, plugin name). A plugin is registered once per
+# discovery sweep (its directory's __init__.py and the entry point may both ask); a forced
+# rediscovery clears Hermes's hooks, and then registers it again.
+_handed: dict[tuple[str, str], list[Any]] = {}
+
+
+def _has(ctx: Any, key: tuple[str, str]) -> bool:
+    """Whether Hermes holds the plugin's callbacks already."""
+    handed = _handed.get(key)
+    if not handed:
+        return False
+    hooks = getattr(getattr(ctx, "_manager", None), "_hooks", None)
+    if not isinstance(hooks, dict):
+        return True  # no way to look: once per process
+    return any(fn in callbacks for callbacks in hooks.values() for fn in handed)
 
 
 def _hermes_home() -> str:
@@ -105,9 +118,9 @@ def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> in
         if only is not None and name != only:
             continue
         with _lock:
-            if (home, name) in _registered:
+            if _has(ctx, (home, name)):
                 continue
-            _registered.add((home, name))
+            handed = _handed[(home, name)] = []
         for hook, position, label, _ in hooks.callbacks(name):
             if known is not None and hook not in known:
                 log.info(
@@ -116,7 +129,9 @@ def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> in
                     hook,
                 )
                 continue
-            ctx.register_hook(hook, _for_hermes(hook, hooks.callback(hook, position)))
+            function = _for_hermes(hook, hooks.callback(hook, position))
+            ctx.register_hook(hook, function)
+            handed.append(function)
             count += 1
     return count
 
