@@ -195,6 +195,111 @@ impl Hooks {
         })
     }
 
+    /// `{name, toolset, schema, description, plugin}` of every tool the plugins offer (of
+    /// `plugin`'s only, when given).
+    #[pyo3(signature = (plugin=None))]
+    fn tools<'py>(&self, py: Python<'py>, plugin: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for spec in self.inner.tools().specs() {
+            if plugin.is_some_and(|p| p != spec.source) {
+                continue;
+            }
+            let d = PyDict::new(py);
+            d.set_item("name", &spec.name)?;
+            d.set_item("toolset", &spec.toolset)?;
+            d.set_item("schema", convert::to_python(py, &spec.schema)?)?;
+            d.set_item("description", &spec.description)?;
+            d.set_item("plugin", &spec.source)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// Runs plugin tool `name` with `args` and returns its result text (a failure is the
+    /// JSON `{"error": ...}` the model would see). Keyword arguments are the call's ids
+    /// (`task_id`, `session_id`, `tool_call_id`, ...); `dispatch(name, args) -> str` runs
+    /// the tools the handler asks for in turn (Hermes's `ctx.dispatch_tool`), else such a
+    /// request answers an error. The GIL is released while the tool runs.
+    #[pyo3(signature = (name, args=None, *, dispatch=None, **context))]
+    fn call_tool(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        args: Option<&Bound<'_, PyAny>>,
+        dispatch: Option<Py<PyAny>>,
+        context: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<String> {
+        let args = json_of(args)?;
+        let context = match json_of(context.map(|c| c.as_any()))? {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let dispatch = python_dispatch(dispatch);
+        let result = py.detach(|| {
+            guard(
+                || format!("plugin tool '{name}'"),
+                || {
+                    Ok(self
+                        .inner
+                        .tools()
+                        .dispatch(name, &args, &context, &dispatch))
+                },
+            )
+        })?;
+        result.ok_or_else(|| {
+            HookError::new_err(format!(
+                "no plugin offers a tool named '{name}'; tools() lists those that do"
+            ))
+        })
+    }
+
+    /// `{name, description, args_hint, plugin}` of every slash command the plugins add (of
+    /// `plugin`'s only, when given).
+    #[pyo3(signature = (plugin=None))]
+    fn commands<'py>(&self, py: Python<'py>, plugin: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for spec in self.inner.commands().specs() {
+            if plugin.is_some_and(|p| p != spec.source) {
+                continue;
+            }
+            let d = PyDict::new(py);
+            d.set_item("name", &spec.name)?;
+            d.set_item("description", &spec.description)?;
+            d.set_item("args_hint", &spec.args_hint)?;
+            d.set_item("plugin", &spec.source)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// Runs plugin command `/name raw_args` and returns its answer (`None`: it answered
+    /// nothing); `dispatch` as for [`call_tool`](Self::call_tool). A failing command raises
+    /// [`HookError`] with its message.
+    #[pyo3(signature = (name, raw_args="", *, dispatch=None))]
+    fn run_command(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        raw_args: &str,
+        dispatch: Option<Py<PyAny>>,
+    ) -> PyResult<Option<String>> {
+        let name = hermes_host::commands::normalize(name);
+        let dispatch = python_dispatch(dispatch);
+        let ran = py.detach(|| {
+            guard(
+                || format!("plugin command '/{name}'"),
+                || Ok(self.inner.commands().run(&name, raw_args, &dispatch)),
+            )
+        })?;
+        match ran {
+            Some(Ok(answer)) => Ok(answer),
+            Some(Err(message)) => Err(HookError::new_err(format!("/{name}: {message}"))),
+            None => Err(HookError::new_err(format!(
+                "no plugin adds a command named '/{name}'; commands() lists those that do"
+            ))),
+        }
+    }
+
     /// What loaded and every problem found: `{"plugins": [...], "problems": [...]}`.
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         answer::report(py, self.inner.report())
@@ -311,6 +416,35 @@ fn fire(
         })
     })?;
     answer::to_python(py, outcome, kwargs)
+}
+
+/// `value` as JSON (`None`: `{}`).
+fn json_of(value: Option<&Bound<'_, PyAny>>) -> PyResult<serde_json::Value> {
+    let Some(value) = value else {
+        return Ok(serde_json::Value::Object(Default::default()));
+    };
+    let mut text = String::new();
+    payload::write_json(value, &mut text, 0)?;
+    serde_json::from_str(&text).map_err(|e| HookError::new_err(e.to_string()))
+}
+
+/// How a plugin's tool or command runs another tool: through the Python callable the host
+/// gave (called with the GIL taken again), else refused with the error result that says so.
+fn python_dispatch(
+    dispatch: Option<Py<PyAny>>,
+) -> impl Fn(&str, &serde_json::Value) -> String + Send + Sync {
+    move |tool: &str, args: &serde_json::Value| match &dispatch {
+        None => hermes_host::tools::no_dispatch(tool, args),
+        Some(dispatch) => Python::attach(|py| {
+            let called = convert::to_python(py, args)
+                .and_then(|args| dispatch.call1(py, (tool, args)))
+                .and_then(|result| result.extract::<String>(py));
+            called.unwrap_or_else(|e| {
+                serde_json::json!({ "error": format!("dispatching tool '{tool}' failed: {e}") })
+                    .to_string()
+            })
+        }),
+    }
 }
 
 /// Runs an isolated plugin's worker (`isolation: process`) in this process and returns its

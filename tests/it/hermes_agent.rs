@@ -435,14 +435,22 @@ fn a_plugin_that_panics_in_register_fails_to_load_and_hermes_starts() {
 fn python_hosts_get_the_facade() {
     let home = TestHome::new();
     home.install("guardrail", "guardrail", None, None);
-    home.config("plugins:\n  enabled: [guardrail]\n");
+    home.install("toolbox", "toolbox", None, None);
+    home.config("plugins:\n  enabled: [guardrail, toolbox]\n");
     let script = r#"
 import sys, hermes_hooks
 hooks = hermes_hooks.Hooks(sys.argv[1])
+assert [t["name"] for t in hooks.tools()] == ["text_stats"], hooks.tools()
+print("tool:", hooks.call_tool("text_stats", {"text": "x y"}, session_id="s1"))
+print("command:", hooks.run_command("/toolbox"))
+try:
+    hooks.call_tool("no_such_tool", {})
+except hermes_hooks.HookError as e:
+    print("unknown tool:", e)
 answer = hooks.fire("pre_tool_call", tool_name="terminal", args={"command": "rm -rf /"})
 assert answer["action"] == "block", answer
 assert hooks.fire("pre_tool_call", tool_name="terminal", args={"command": "ls"}) is None
-assert [c[0] for c in hooks.callbacks()] == ["pre_tool_call"], hooks.callbacks()
+assert "pre_tool_call" in [c[0] for c in hooks.callbacks()], hooks.callbacks()
 try:
     hermes_hooks.Hooks("/dev/null")
 except hermes_hooks.HookError as e:
@@ -458,6 +466,18 @@ print(answer["message"])
     assert!(stdout.contains("Blocked by guardrail"), "{stdout}");
     assert!(
         stdout.contains("refused: ") && stdout.contains("not a directory"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"tool: {"lines":1,"words":2,"bytes":3}"#),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("command: toolbox: 1 text_stats call(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("unknown tool: no plugin offers a tool named 'no_such_tool'"),
         "{stdout}"
     );
 }
@@ -696,4 +716,41 @@ while time.time() < deadline:
     assert!(stdout.contains("('pre_llm_call', 'memory')"), "{stdout}");
     assert!(stdout.contains("('pre_tool_call', None)"), "{stdout}");
     assert!(stdout.contains("gateway hook ran"), "{stdout}");
+}
+
+#[test]
+fn a_native_plugins_tool_and_command_work_in_hermes() {
+    let server = ModelServer::start(vec![
+        Step::Tool("text_stats", json!({"text": "one two three"})),
+        Step::Text("Counted."),
+    ]);
+    let home = hermes_home(&server, &[("toolbox", None)]);
+    assert_eq!(turn_ok(&home, "count these words").trim(), "Counted.");
+    let offered = server.requests()[0]["tools"].to_string();
+    assert!(
+        offered.contains(r#""name":"text_stats""#),
+        "Hermes offers the tool: {offered}"
+    );
+    assert_eq!(
+        tool_results(&server),
+        [r#"{"lines":1,"words":3,"bytes":13}"#]
+    );
+    // The command, as Hermes's CLI and gateway run a plugin's: its handler with the text.
+    let out = python_in(
+        home.path(),
+        r#"
+import hermes_cli.plugins as plugins
+manager = plugins.get_plugin_manager()
+manager.discover_and_load()
+loaded = manager._plugins["toolbox"]
+print(loaded.tools_registered, loaded.commands_registered)
+from tools.registry import registry
+print(registry.dispatch("text_stats", {"text": "a b"}))
+print(manager._plugin_commands["toolbox"]["handler"](""))
+"#,
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "['text_stats'] ['toolbox']\n{\"lines\":1,\"words\":2,\"bytes\":3}\ntoolbox: 1 text_stats call(s), 0 request(s) routed, 0 answered without the model\n"
+    );
 }

@@ -133,7 +133,42 @@ def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> in
             ctx.register_hook(hook, function)
             handed.append(function)
             count += 1
+        _offer(ctx, hooks, name)
     return count
+
+
+def _offer(ctx: Any, hooks: _native.Hooks, plugin: str) -> None:
+    """The plugin's tools and slash commands, registered as a Python plugin's are: a tool
+    runs through Hermes's own guards, a command in its CLI and gateway sessions; either may
+    run other tools through Hermes's ``ctx.dispatch_tool``."""
+    dispatch = getattr(ctx, "dispatch_tool", None)
+    for tool in hooks.tools(plugin):
+
+        def handler(args: Any = None, _name: str = tool["name"], **context: Any) -> str:
+            ids = {k: v for k, v in context.items() if isinstance(v, (str, int, float, bool))}
+            return hooks.call_tool(_name, args or {}, dispatch=dispatch, **ids)
+
+        try:
+            ctx.register_tool(
+                name=tool["name"],
+                toolset=tool["toolset"],
+                schema=tool["schema"],
+                handler=handler,
+                description=tool["description"],
+            )
+        except Exception as exc:  # a name Hermes refuses (a built-in tool's)
+            log.warning("%s: tool '%s' not registered in Hermes Agent: %s", plugin, tool["name"], exc)
+    for command in hooks.commands(plugin):
+
+        def run(raw_args: str = "", _name: str = command["name"]) -> str | None:
+            return hooks.run_command(_name, raw_args or "", dispatch=dispatch)
+
+        ctx.register_command(
+            command["name"],
+            run,
+            description=command["description"],
+            args_hint=command["args_hint"],
+        )
 
 
 def register(ctx: Any) -> None:

@@ -60,6 +60,32 @@ class Hooks:
     def callback(self, hook: str, position: int) -> Callback:
         """The callable that fires only the callback at ``position`` of ``hook``."""
 
+    def tools(self, plugin: Optional[str] = None) -> list[dict[str, Any]]:
+        """``{name, toolset, schema, description, plugin}`` of every plugin tool."""
+
+    def call_tool(
+        self,
+        name: str,
+        args: Optional[dict[str, Any]] = None,
+        *,
+        dispatch: Optional[Callable[[str, dict[str, Any]], str]] = None,
+        **context: Any,
+    ) -> str:
+        """Runs plugin tool ``name`` and returns its result text (``{"error": ...}`` JSON on
+        failure); ``dispatch`` runs the tools the handler asks for in turn."""
+
+    def commands(self, plugin: Optional[str] = None) -> list[dict[str, Any]]:
+        """``{name, description, args_hint, plugin}`` of every plugin slash command."""
+
+    def run_command(
+        self,
+        name: str,
+        raw_args: str = "",
+        *,
+        dispatch: Optional[Callable[[str, dict[str, Any]], str]] = None,
+    ) -> Optional[str]:
+        """Runs ``/name raw_args``; a failing command raises :class:`HookError`."""
+
     def report(self) -> dict[str, Any]:
         """``{"plugins": [...], "problems": [...]}``: what loaded, and why not."""
 
