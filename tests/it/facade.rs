@@ -2,7 +2,6 @@
 //! real gateway hook loaded from one home, in the documented order, with every problem
 //! reported against its file.
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,25 +37,8 @@ fn the_facade_loads_all_three_systems_in_order_and_reports_each_problem_with_its
         guard.display()
     ));
     // A gateway hook: an executable handler that appends each event to a file.
-    let hook = home.path().join("hooks/recorder");
-    std::fs::create_dir_all(&hook).unwrap();
-    std::fs::write(
-        hook.join("HOOK.yaml"),
-        "name: recorder\nevents: [\"agent:*\"]\n",
-    )
-    .unwrap();
     let out = home.path().join("events.log");
-    let handler = hook.join("handler");
-    std::fs::write(
-        &handler,
-        format!(
-            "#!/bin/sh\ncat >> {}\necho >> {}\n",
-            out.display(),
-            out.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.gateway_recorder(&out);
 
     // The service default: only allowlisted shell hooks run.
     let log = Arc::new(MemoryLog::default());

@@ -657,7 +657,6 @@ print("dispatch:", gw)
 
 #[test]
 fn python_hosts_get_all_three_hook_systems() {
-    use std::os::unix::fs::PermissionsExt as _;
     let home = TestHome::new();
     home.install("memory", "memory", None, None);
     let guard = home.script(
@@ -668,21 +667,8 @@ fn python_hosts_get_all_three_hook_systems() {
         "plugins:\n  enabled: [memory]\nhooks:\n  pre_tool_call:\n    - command: {}\n",
         guard.display()
     ));
-    let hook = home.path().join("hooks/recorder");
-    std::fs::create_dir_all(&hook).unwrap();
-    std::fs::write(
-        hook.join("HOOK.yaml"),
-        "name: recorder\nevents: [\"agent:*\"]\n",
-    )
-    .unwrap();
     let events = home.path().join("events.log");
-    let handler = hook.join("handler");
-    std::fs::write(
-        &handler,
-        format!("#!/bin/sh\ncat >> {}\n", events.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.gateway_recorder(&events);
     let script = r#"
 import sys, time, hermes_hooks
 home, events = sys.argv[1], sys.argv[2]

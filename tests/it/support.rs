@@ -324,6 +324,24 @@ impl TestHome {
         path
     }
 
+    /// Installs gateway hook `hooks/recorder` for `agent:*`: an executable handler that
+    /// appends each event's JSON, and a newline, to `events`.
+    pub fn gateway_recorder(&self, events: &Path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let hook = self.path().join("hooks/recorder");
+        std::fs::create_dir_all(&hook).expect("create the hook directory");
+        std::fs::write(
+            hook.join("HOOK.yaml"),
+            "name: recorder\nevents: [\"agent:*\"]\n",
+        )
+        .expect("write HOOK.yaml");
+        let handler = hook.join("handler");
+        let body = format!("#!/bin/sh\ncat >> {0}\necho >> {0}\n", events.display());
+        std::fs::write(&handler, body).expect("write the handler");
+        std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755))
+            .expect("make the handler executable");
+    }
+
     /// Writes `config.yaml`.
     pub fn config(&self, text: &str) {
         std::fs::write(self.path().join("config.yaml"), text).expect("write config.yaml");
