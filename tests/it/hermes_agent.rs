@@ -351,6 +351,17 @@ fn an_isolated_crashing_plugin_is_survived() {
         results.iter().any(|r| r.contains("survived")),
         "the tool ran: {results:?}"
     );
+    // It was there to crash: Hermes registered its callback, run by the package's worker.
+    let out = python_in(
+        home.path(),
+        r#"
+import hermes_cli.plugins as plugins
+manager = plugins.get_plugin_manager()
+manager.discover_and_load()
+print(manager._plugins["crashy"].hooks_registered, manager._plugins["crashy"].error)
+"#,
+    );
+    assert_eq!(text(&out.stdout), "['pre_tool_call'] None\n");
 }
 
 #[test]
