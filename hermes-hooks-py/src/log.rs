@@ -15,7 +15,8 @@ const FILTER_VAR: &str = "HERMES_HOOKS_LOG";
 /// (another Rust extension's): then the lines go where that one sends them.
 pub fn install() {
     let filter = EnvFilter::try_from_env(FILTER_VAR).unwrap_or_else(|_| EnvFilter::new("warn"));
-    let installed = tracing_subscriber::fmt()
+    // An error means another subscriber was installed first; its place to write is kept.
+    let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .without_time()
         .with_ansi(false)
@@ -23,9 +24,6 @@ pub fn install() {
         .with_level(true)
         .with_writer(|| Line(Vec::new()))
         .try_init();
-    if let Err(e) = installed {
-        eprintln!("hermes_hooks: log bridge not installed: {e}");
-    }
 }
 
 /// The gateway hooks' `[hooks] ...` lines, as info of the same logger.

@@ -419,37 +419,28 @@ pub fn answer_schema(event: &str) -> Result<Value, SchemaError> {
     } else {
         json!([{"required": ["hookSpecificOutput"]}])
     };
-    Ok(json!({
-        "$schema": DIALECT,
-        "title": format!("{event} shell-hook answer"),
-        "description": format!(
-            "What a shell hook for `{event}` may print on stdout, in either shape. Printing nothing means no opinion. {} Unknown keys are ignored.",
-            answer_effect(spec)
-        ),
-        "anyOf": [{"$ref": "#/$defs/hermes"}, {"$ref": "#/$defs/claude"}],
-        "$defs": {
-            "hermes": {
-                "title": "Hermes shape",
-                "type": "object",
-                "properties": Value::Object(properties(HERMES_FIELDS, on_tool)),
-                "required": hermes_required,
-                "additionalProperties": true,
-            },
-            "claude": {
-                "title": "Claude Code shape",
-                "type": "object",
-                "properties": Value::Object(claude_props),
-                "anyOf": claude_required,
-                "additionalProperties": true,
-            },
-        },
-    }))
+    Ok(either_shape(
+        event,
+        spec,
+        json!({
+            "title": "Hermes shape",
+            "type": "object",
+            "properties": Value::Object(properties(HERMES_FIELDS, on_tool)),
+            "required": hermes_required,
+            "additionalProperties": true,
+        }),
+        json!({
+            "title": "Claude Code shape",
+            "type": "object",
+            "properties": Value::Object(claude_props),
+            "anyOf": claude_required,
+            "additionalProperties": true,
+        }),
+    ))
 }
 
-/// The answer of `pre_verify`: the reference's `{action|decision: continue|block,
-/// message|reason}`.
-fn verify_answer_schema(event: &str, spec: &HookSpec) -> Value {
-    let text = |d: &str| json!({"type": "string", "description": d});
+/// An answer schema that accepts the Hermes shape or the Claude Code shape of `event`.
+fn either_shape(event: &str, spec: &HookSpec, hermes: Value, claude: Value) -> Value {
     json!({
         "$schema": DIALECT,
         "title": format!("{event} shell-hook answer"),
@@ -458,29 +449,38 @@ fn verify_answer_schema(event: &str, spec: &HookSpec) -> Value {
             answer_effect(spec)
         ),
         "anyOf": [{"$ref": "#/$defs/hermes"}, {"$ref": "#/$defs/claude"}],
-        "$defs": {
-            "hermes": {
-                "title": "Hermes shape",
-                "type": "object",
-                "properties": {
-                    "action": {"enum": ["continue"], "description": "`continue`: keep working."},
-                    "message": text("The agent's next instruction; without one the agent finishes."),
-                },
-                "required": ["action"],
-                "additionalProperties": true,
-            },
-            "claude": {
-                "title": "Claude Code Stop shape",
-                "type": "object",
-                "properties": {
-                    "decision": {"enum": ["block"], "description": "`block`: the stop is refused, so the agent keeps working."},
-                    "reason": text("The agent's next instruction; without one the agent finishes."),
-                },
-                "required": ["decision"],
-                "additionalProperties": true,
-            },
-        },
+        "$defs": { "hermes": hermes, "claude": claude },
     })
+}
+
+/// The answer of `pre_verify`: the reference's `{action|decision: continue|block,
+/// message|reason}`.
+fn verify_answer_schema(event: &str, spec: &HookSpec) -> Value {
+    let text = |d: &str| json!({"type": "string", "description": d});
+    either_shape(
+        event,
+        spec,
+        json!({
+            "title": "Hermes shape",
+            "type": "object",
+            "properties": {
+                "action": {"enum": ["continue"], "description": "`continue`: keep working."},
+                "message": text("The agent's next instruction; without one the agent finishes."),
+            },
+            "required": ["action"],
+            "additionalProperties": true,
+        }),
+        json!({
+            "title": "Claude Code Stop shape",
+            "type": "object",
+            "properties": {
+                "decision": {"enum": ["block"], "description": "`block`: the stop is refused, so the agent keeps working."},
+                "reason": text("The agent's next instruction; without one the agent finishes."),
+            },
+            "required": ["decision"],
+            "additionalProperties": true,
+        }),
+    )
 }
 
 /// Every generated schema file: `(file name under [SCHEMA_DIR], text)`, payload then answer
