@@ -184,7 +184,12 @@ fn the_supervisor_starts_a_killed_gateway_again() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let second = loop {
         let status = op.status();
-        if status["running"] == true && status["pid"].as_u64() != Some(first) {
+        // The new gateway holds its lock before it writes its state file: until then the
+        // status says it runs but has no endpoints yet.
+        if status["running"] == true
+            && status["pid"].as_u64() != Some(first)
+            && status["endpoints"][0]["answers"] == true
+        {
             break status;
         }
         assert!(Instant::now() < deadline, "not restarted: {status}");
