@@ -309,3 +309,119 @@ fn inline_hooks_in_plugin_json_install_from_a_plugin_directory() {
             .is_file()
     );
 }
+
+/// Matchers on the events Claude Code matches on besides tools, as published plugins write
+/// them: two `SessionStart` groups running one script (`startup|resume` and
+/// `clear|compact`), so that it runs once per start; a `compact`-only group that a fresh
+/// start never runs; `SubagentStart` and `SubagentStop` matched on the child's agent type.
+#[test]
+fn session_and_subagent_matchers_choose_the_groups_that_run_as_in_claude_code() {
+    let env = Env::new();
+    let plugin = env.src.path().join("starter");
+    std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(plugin.join("hooks")).unwrap();
+    std::fs::write(
+        plugin.join(".claude-plugin/plugin.json"),
+        r#"{"name": "starter", "version": "1.0.0"}"#,
+    )
+    .unwrap();
+    let run = |script: &str| {
+        format!(
+            r#"{{"type": "command", "command": "python3 ${{CLAUDE_PLUGIN_ROOT}}/hooks/{script}"}}"#
+        )
+    };
+    std::fs::write(
+        plugin.join("hooks/hooks.json"),
+        format!(
+            r#"{{"hooks": {{
+  "SessionStart": [
+    {{"matcher": "startup|resume", "hooks": [{start}]}},
+    {{"matcher": "clear|compact", "hooks": [{start}]}},
+    {{"matcher": "compact", "hooks": [{compact}]}}
+  ],
+  "SubagentStart": [{{"matcher": "Explore", "hooks": [{log}]}}],
+  "SubagentStop": [{{"matcher": "^Pl", "hooks": [{log}]}}]
+}}}}"#,
+            start = run("session_start.py"),
+            compact = run("after_compact.py"),
+            log = run("log_agent.py"),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        plugin.join("hooks/session_start.py"),
+        r#"import json, os, sys
+event = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PLUGIN_DATA"], "starts.log"), "a") as f:
+    f.write(event["source"] + "\n")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "use the starter skills"}}))
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        plugin.join("hooks/after_compact.py"),
+        "import os\nopen(os.path.join(os.environ['CLAUDE_PLUGIN_DATA'], 'compact.log'), 'a').write('ran\\n')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        plugin.join("hooks/log_agent.py"),
+        r#"import json, os, sys
+event = json.load(sys.stdin)
+line = event["hook_event_name"] + " " + event["agent_type"] + " " + event.get("last_assistant_message", "-")
+with open(os.path.join(os.environ["CLAUDE_PLUGIN_DATA"], "agents.log"), "a") as f:
+    f.write(line + "\n")
+"#,
+    )
+    .unwrap();
+    let out = env.hermes(&["plugins", "install", plugin.to_str().unwrap(), "--yes"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("on_session_start [startup|resume]: python3 "),
+        "{}",
+        text(&out)
+    );
+
+    let work = env.work.path();
+    let run_session = |name: &str, session: &str| {
+        std::fs::write(work.join(name), session).unwrap();
+        let out = env.hermes(&["run", work.join(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out));
+        (String::from_utf8_lossy(&out.stdout).to_string(), text(&out))
+    };
+    let (said, shown) = run_session(
+        "s.yaml",
+        "turns:\n  - user: hello\n    steps:\n      - final: hi\n        echo: true\n",
+    );
+    assert!(
+        said.contains("[the model received: hello\n\nuse the starter skills]"),
+        "{shown}"
+    );
+    assert_eq!(
+        said.matches("use the starter skills").count(),
+        1,
+        "the context is given once: {shown}"
+    );
+    let data = env.home().join("plugin-data/claude-starter");
+    let read = |f: &str| std::fs::read_to_string(data.join(f)).unwrap_or_default();
+    assert_eq!(read("starts.log"), "startup\n", "{shown}");
+    assert_eq!(read("compact.log"), "", "a fresh start is no compaction");
+
+    for (name, answer) in [("explore", "found the bug"), ("plan", "a plan")] {
+        std::fs::write(
+            work.join(format!("{name}.yaml")),
+            format!("turns:\n  - user: {name}\n    steps:\n      - final: {answer}\n"),
+        )
+        .unwrap();
+    }
+    let (_, shown) = run_session(
+        "d.yaml",
+        "turns:\n  - user: look around\n    steps:\n      - tool: delegate_task\n        args: {tasks: [{script: explore.yaml, role: Explore}, {script: plan.yaml, role: Plan}]}\n      - final: done\n",
+    );
+    let mut agents: Vec<String> = read("agents.log").lines().map(str::to_string).collect();
+    agents.sort();
+    assert_eq!(
+        agents,
+        ["SubagentStart Explore -", "SubagentStop Plan a plan"],
+        "{shown}"
+    );
+}

@@ -154,6 +154,66 @@ pub fn hermes_event(claude: &str) -> Option<&'static str> {
     EVENTS.iter().find(|(_, c)| *c == claude).map(|(h, _)| *h)
 }
 
+/// The value a Claude hook's `matcher` is compared with on Hermes `event`, read from its
+/// keyword arguments through `field`: what Claude Code matches on for that event, as this
+/// host's payload says it. `None` for an event where Claude Code ignores matchers
+/// (`UserPromptSubmit`, `Stop`).
+///
+/// | Claude event | matched on |
+/// | --- | --- |
+/// | `PreToolUse`, `PostToolUse(Failure)` | `tool_name` (`Bash`, `Write`, `mcp__...`) |
+/// | `SessionStart` | `source`: always `startup` here (no resume, clear or compaction) |
+/// | `SessionEnd` | `reason`: always `other` here |
+/// | `SubagentStart`, `SubagentStop` | `agent_type`: the child's role |
+/// | `StopFailure` | `error`: `rate_limit`, `authentication_failed`, ... |
+///
+/// ```
+/// use hermes_host::shell::claude::matched_value;
+/// let kwargs = serde_json::json!({"tool_name": "terminal", "reason": "rate_limit"});
+/// let field = |k: &str| kwargs.get(k).and_then(|v| v.as_str());
+/// assert_eq!(matched_value("pre_tool_call", field), Some("Bash"));
+/// assert_eq!(matched_value("on_session_start", field), Some("startup"));
+/// assert_eq!(matched_value("api_request_error", field), Some("rate_limit"));
+/// assert_eq!(matched_value("pre_llm_call", field), None);
+/// ```
+pub fn matched_value<'a>(event: &str, field: impl Fn(&str) -> Option<&'a str>) -> Option<&'a str> {
+    match event {
+        "pre_tool_call" | "post_tool_call" => field("tool_name").map(tool_name),
+        "on_session_start" => Some(SESSION_SOURCE),
+        "on_session_end" => Some(SESSION_END_REASON),
+        "subagent_start" | "subagent_stop" => Some(field("child_role").unwrap_or_default()),
+        "api_request_error" => Some(error_kind(field("reason").unwrap_or_default())),
+        _ => None,
+    }
+}
+
+/// Whether Claude Code matches on Hermes `event` at all (see [`matched_value`]).
+///
+/// ```
+/// use hermes_host::shell::claude::matcher_applies;
+/// assert!(matcher_applies("pre_tool_call") && matcher_applies("on_session_start"));
+/// assert!(!matcher_applies("post_llm_call"));
+/// ```
+pub fn matcher_applies(event: &str) -> bool {
+    matched_value(event, |_| Some("")).is_some()
+}
+
+/// `SessionStart`'s `source`: a Hermes session always starts fresh (`startup`).
+const SESSION_SOURCE: &str = "startup";
+/// `SessionEnd`'s `reason`: none of Claude's named reasons is a Hermes run's end.
+const SESSION_END_REASON: &str = "other";
+
+/// Claude's `StopFailure` error kind for a Hermes `api_request_error` reason.
+fn error_kind(reason: &str) -> &'static str {
+    match reason {
+        "rate_limit" => "rate_limit",
+        "auth" => "authentication_failed",
+        "bad_request" => "invalid_request",
+        "server_error" => "server_error",
+        _ => "unknown",
+    }
+}
+
 fn tool(hermes: &str) -> Option<&'static ToolMap> {
     TOOLS.iter().find(|t| t.hermes == hermes)
 }
@@ -265,11 +325,14 @@ pub const PAYLOAD_KEYS: &[&str] = &[
     "source",
     "reason",
     "stop_hook_active",
+    "agent_id",
+    "agent_type",
 ];
 
 /// A Claude-shaped payload's keys as Hermes keyword arguments: `tool_name` and
 /// `tool_input` mapped through [`TOOLS`], `tool_use_id` as `tool_call_id`,
-/// `tool_response` as `result`, `prompt` as `user_message`. Keys the host fills itself
+/// `tool_response` as `result`, `prompt` as `user_message`, `agent_type` and `agent_id`
+/// as `child_role` and `child_subagent_id`. Keys the host fills itself
 /// (`cwd`, `transcript_path`, `hook_event_name`, ...) are dropped; others are kept.
 ///
 /// ```
@@ -308,6 +371,12 @@ pub fn hermes_kwargs(payload: &Map<String, Value>) -> Map<String, Value> {
             }
             "prompt" => {
                 out.insert("user_message".into(), value.clone());
+            }
+            "agent_type" => {
+                out.insert("child_role".into(), value.clone());
+            }
+            "agent_id" => {
+                out.insert("child_subagent_id".into(), value.clone());
             }
             "error" => {
                 out.insert("error_message".into(), value.clone());
@@ -395,14 +464,24 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
             out.insert("prompt".into(), json!(text("user_message")));
         }
         "on_session_start" => {
-            out.insert("source".into(), json!("startup"));
+            out.insert("source".into(), json!(SESSION_SOURCE));
         }
         "on_session_end" => {
-            out.insert("reason".into(), json!("other"));
+            out.insert("reason".into(), json!(SESSION_END_REASON));
         }
-        "post_llm_call" | "subagent_stop" => {
+        "post_llm_call" => {
             let active = crate::run_control::stop_hook_active(session_of(kwargs));
             out.insert("stop_hook_active".into(), json!(active));
+        }
+        "subagent_stop" => {
+            let active = crate::run_control::stop_hook_active(session_of(kwargs));
+            out.insert("stop_hook_active".into(), json!(active));
+            // What a matcher on SubagentStop compares, and the child's answer.
+            out.insert("agent_type".into(), json!(text("child_role")));
+            out.insert(
+                "last_assistant_message".into(),
+                json!(text("child_summary")),
+            );
         }
         "subagent_start" => {
             out.insert("agent_id".into(), json!(text("child_subagent_id")));
@@ -410,14 +489,7 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
         }
         "api_request_error" => {
             // Claude's StopFailure names the error by its kind.
-            let kind = match text("reason") {
-                "rate_limit" => "rate_limit",
-                "auth" => "authentication_failed",
-                "bad_request" => "invalid_request",
-                "server_error" => "server_error",
-                _ => "unknown",
-            };
-            out.insert("error".into(), json!(kind));
+            out.insert("error".into(), json!(error_kind(text("reason"))));
             out.insert("error_details".into(), json!(text("error")));
             out.insert("last_assistant_message".into(), json!(""));
         }

@@ -37,7 +37,7 @@ pub struct Entry {
     pub event: &'static str,
     /// `("command", ...)` or `("url", ...)`: the key and its value.
     pub target: (&'static str, String),
-    /// The tool matcher, on tool events only.
+    /// The matcher, on the events Claude Code matches on.
     pub matcher: Option<String>,
     /// The timeout in seconds, when the settings give one.
     pub timeout: Option<u64>,
@@ -120,18 +120,15 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
             continue;
         };
         let failure_only = claude_event == "PostToolUseFailure";
-        let tool_event = event == "pre_tool_call" || event == "post_tool_call";
+        // Claude Code ignores a matcher on the events it does not match on (`Stop`,
+        // `UserPromptSubmit`): so does the import.
+        let matches = claude::matcher_applies(event);
         for group in groups.as_array().into_iter().flatten() {
             let matcher = group
                 .get("matcher")
                 .and_then(Value::as_str)
-                .filter(|m| !m.is_empty() && *m != "*")
+                .filter(|m| !m.trim().is_empty() && m.trim() != "*")
                 .map(str::to_string);
-            if let (Some(m), false) = (&matcher, tool_event) {
-                skipped.push(format!(
-                    "{claude_event} matcher {m:?}: Hermes matches only tool events; the hook is imported without it and fires for every {event}"
-                ));
-            }
             for hook in group
                 .get("hooks")
                 .and_then(Value::as_array)
@@ -178,7 +175,7 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                 out.push(Entry {
                     event,
                     target: (key, target.to_string()),
-                    matcher: matcher.clone().filter(|_| tool_event),
+                    matcher: matcher.clone().filter(|_| matches),
                     timeout: hook.get("timeout").and_then(Value::as_u64),
                     failure_only,
                     note,

@@ -23,6 +23,9 @@
 //!       allowed_env_vars: [POLICY_TOKEN]     # the only variables a header may name
 //! hooks_auto_accept: false
 //! ```
+//!
+//! A `format: claude` hook's matcher follows Claude Code instead: its rules (names, or a
+//! regex found anywhere) on every event Claude matches on (`SessionStart: startup|resume`).
 
 use yaml_serde::Value;
 
@@ -64,7 +67,8 @@ pub struct ShellHookSpec {
     /// The command line (or URL) as `config.yaml` has it, trimmed: `command` before
     /// `$CLAUDE_PROJECT_DIR` was replaced.
     pub written: String,
-    /// The tool matcher (tool events only).
+    /// The matcher: of tool events for a Hermes hook; of every event Claude Code matches on
+    /// for a `format: claude` hook.
     pub matcher: Option<Matcher>,
     /// Seconds, 1 to [`MAX_TIMEOUT_SECS`].
     pub timeout: u64,
@@ -236,6 +240,31 @@ impl ShellHookSpec {
                 m.matches(crate::shell::claude::tool_name(tool))
             }
             (Some(m), Some(tool)) => m.matches(tool),
+        }
+    }
+
+    /// Whether the hook wants this firing of its event, whose keyword arguments `field`
+    /// reads: always without a matcher; a Hermes hook's matcher compares the tool name; a
+    /// Claude hook's compares what Claude Code matches on for the event
+    /// ([`matched_value`](crate::shell::claude::matched_value)).
+    ///
+    /// ```
+    /// use hermes_host::shell::config::{Format, ShellHookSpec};
+    /// use hermes_host::shell::matcher::Matcher;
+    /// let mut spec = ShellHookSpec::new("on_session_start", "./load.sh");
+    /// spec.format = Format::Claude;
+    /// spec.matcher = Matcher::claude("clear|compact").0;
+    /// assert!(!spec.matches_event(|_| None));
+    /// spec.matcher = Matcher::claude("startup|resume").0;
+    /// assert!(spec.matches_event(|_| None));
+    /// ```
+    pub fn matches_event<'a>(&self, field: impl Fn(&str) -> Option<&'a str>) -> bool {
+        match &self.matcher {
+            None => true,
+            Some(m) if self.format == Format::Claude => {
+                crate::shell::claude::matched_value(&self.event, field).is_none_or(|v| m.matches(v))
+            }
+            Some(_) => !self.is_tool_event() || self.matches_tool(field("tool_name")),
         }
     }
 
@@ -437,8 +466,13 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
             None
         }
     };
+    // Claude Code matches on more events than tools (a session's source, a subagent's type,
+    // an error's kind); a `format: claude` hook keeps its matcher wherever Claude would
+    // use it, and is read by Claude's rules (see `Matcher::claude`).
+    let claude = matches!(entry.get("format"), Some(Value::String(f)) if f == "claude");
+    let claude_matches = claude && crate::shell::claude::matcher_applies(event);
     if let Some(m) = &matcher_text {
-        if !TOOL_EVENTS.contains(&event) {
+        if !TOOL_EVENTS.contains(&event) && !claude_matches {
             out.warn(format!(
                 "hooks.{event}[{i}].matcher={} will be ignored at runtime — the matcher field is \
                  only honored for pre_tool_call / post_tool_call.  The hook will fire on every \
@@ -563,7 +597,11 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
     // The reference compiles the matcher when it builds the spec, after the checks above.
     let matcher = match matcher_text {
         Some(text) => {
-            let (matcher, warning) = Matcher::new(&text);
+            let (matcher, warning) = if format == Format::Claude {
+                Matcher::claude(&text)
+            } else {
+                Matcher::new(&text)
+            };
             if let Some(warning) = warning {
                 out.warn(warning);
             }
@@ -890,6 +928,25 @@ mod tests {
                 "hooks.pre_tool_call[3] is missing a non-empty 'command' field",
             ]
         );
+    }
+
+    #[test]
+    fn a_claude_hook_keeps_its_matcher_where_claude_code_matches_and_reads_it_as_claude_does() {
+        let parsed = parse_yaml(
+            "hooks:\n  on_session_start:\n    - {command: a, format: claude, matcher: 'clear|compact'}\n  post_llm_call:\n    - {command: b, format: claude, matcher: x}\n  pre_tool_call:\n    - {command: c, format: claude, matcher: 'Edit.*'}\n",
+        );
+        let [start, stop, tool] = &parsed.specs[..] else {
+            panic!("{:?}", parsed.specs)
+        };
+        assert!(!start.matches_event(|_| None), "a fresh session starts");
+        assert!(stop.matcher.is_none());
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        assert!(
+            parsed.warnings[0].starts_with("hooks.post_llm_call[0].matcher='x' will be ignored")
+        );
+        let patch = serde_json::json!({"tool_name": "patch"});
+        assert!(tool.matches_event(|k| patch.get(k).and_then(|v| v.as_str())));
+        assert!(tool.matches_tool(Some("patch")) && !tool.matches_tool(Some("terminal")));
     }
 
     #[test]

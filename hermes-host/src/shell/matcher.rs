@@ -1,4 +1,6 @@
-//! The `matcher` of a tool-event shell hook: a regex that must match the whole tool name.
+//! The `matcher` of a shell hook: for a Hermes-format hook, a regex that must match the
+//! whole tool name; for a `format: claude` hook, Claude Code's rule (a name or a list of
+//! names, else a regex found anywhere in the value).
 
 use regex::Regex;
 
@@ -25,7 +27,20 @@ use crate::pyfmt::repr_str;
 #[derive(Clone, Debug)]
 pub struct Matcher {
     source: String,
-    regex: Option<Regex>,
+    rule: Rule,
+}
+
+/// How a matcher compares.
+#[derive(Clone, Debug)]
+enum Rule {
+    /// Hermes: the regex must match the whole value.
+    Whole(Regex),
+    /// Claude Code: the regex may match anywhere in the value.
+    Anywhere(Regex),
+    /// Claude Code: the value is one of these names.
+    Names(Vec<String>),
+    /// A pattern that did not compile: the value equals it.
+    Literal,
 }
 
 impl Matcher {
@@ -46,29 +61,71 @@ impl Matcher {
         if source.is_empty() {
             return (None, None);
         }
-        match Regex::new(&format!(r"\A(?:{source})\z")) {
-            Ok(regex) => (
-                Some(Matcher {
-                    source: source.to_string(),
-                    regex: Some(regex),
-                }),
-                None,
-            ),
-            Err(e) => {
-                let warning = format!(
+        Self::compiled(source, &format!(r"\A(?:{source})\z"), Rule::Whole)
+    }
+
+    /// Compiles `raw` with Claude Code's rule, for a `format: claude` hook: `*`, an empty
+    /// pattern or only whitespace means "no matcher" (`None`); a pattern of only letters,
+    /// digits, `_`, `-`, spaces, `,` and `|` is a name or a list of names (`Write|Edit`),
+    /// each equal to the whole value; anything else is a regular expression that may match
+    /// anywhere in the value (`Edit.*` matches `NotebookEdit`, `^mcp__` every MCP tool).
+    /// A pattern that does not compile falls back to literal equality with a warning.
+    ///
+    /// ```
+    /// use hermes_host::shell::matcher::Matcher;
+    /// let names = Matcher::claude("startup|resume").0.unwrap();
+    /// assert!(names.matches("resume") && !names.matches("startup2"));
+    /// let regex = Matcher::claude("^mcp__memory__").0.unwrap();
+    /// assert!(regex.matches("mcp__memory__create") && !regex.matches("x_mcp__memory__"));
+    /// assert!(Matcher::claude("*").0.is_none());
+    /// ```
+    pub fn claude(raw: &str) -> (Option<Matcher>, Option<String>) {
+        let source = raw.trim();
+        if source.is_empty() || source == "*" {
+            return (None, None);
+        }
+        let plain = source
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ' ' | ',' | '|'));
+        if plain {
+            let names = source
+                .split(['|', ','])
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect();
+            let matcher = Matcher {
+                source: source.to_string(),
+                rule: Rule::Names(names),
+            };
+            return (Some(matcher), None);
+        }
+        Self::compiled(source, source, Rule::Anywhere)
+    }
+
+    /// `source` compiled as `pattern` into `rule`, or a literal matcher and the reference's
+    /// warning `shell hook matcher '<m>' is invalid (<err>) — treating as literal equality`.
+    fn compiled(
+        source: &str,
+        pattern: &str,
+        rule: fn(Regex) -> Rule,
+    ) -> (Option<Matcher>, Option<String>) {
+        let (rule, warning) = match Regex::new(pattern) {
+            Ok(regex) => (rule(regex), None),
+            Err(e) => (
+                Rule::Literal,
+                Some(format!(
                     "shell hook matcher {} is invalid ({}) — treating as literal equality",
                     repr_str(source),
                     regex_error_reason(&e)
-                );
-                (
-                    Some(Matcher {
-                        source: source.to_string(),
-                        regex: None,
-                    }),
-                    Some(warning),
-                )
-            }
-        }
+                )),
+            ),
+        };
+        let matcher = Matcher {
+            source: source.to_string(),
+            rule,
+        };
+        (Some(matcher), warning)
     }
 
     /// The pattern as configured (stripped).
@@ -76,17 +133,20 @@ impl Matcher {
         &self.source
     }
 
-    /// Whether the pattern compiled (false: literal equality).
+    /// Whether the pattern is a regex (false: names, or literal equality for a pattern that
+    /// did not compile).
     pub fn is_regex(&self) -> bool {
-        self.regex.is_some()
+        matches!(self.rule, Rule::Whole(_) | Rule::Anywhere(_))
     }
 
-    /// Whether `tool_name` matches: a full regex match, or exact equality for a pattern that
-    /// did not compile.
-    pub fn matches(&self, tool_name: &str) -> bool {
-        match &self.regex {
-            Some(regex) => regex.is_match(tool_name),
-            None => tool_name == self.source,
+    /// Whether `value` (a tool name, or for a Claude hook the field its event matches on)
+    /// matches: by the regex, by one of the names, or by equality for a pattern that did
+    /// not compile.
+    pub fn matches(&self, value: &str) -> bool {
+        match &self.rule {
+            Rule::Whole(regex) | Rule::Anywhere(regex) => regex.is_match(value),
+            Rule::Names(names) => names.iter().any(|n| n == value),
+            Rule::Literal => value == self.source,
         }
     }
 }
@@ -134,6 +194,21 @@ mod tests {
             warning.unwrap(),
             "shell hook matcher 'a[b' is invalid (unclosed character class) — treating as literal equality"
         );
+    }
+
+    #[test]
+    fn claudes_rule_names_are_whole_and_other_patterns_match_anywhere() {
+        let c = |p: &str| Matcher::claude(p).0.unwrap();
+        assert!(c("Bash").matches("Bash") && !c("Bash").matches("BashOutput"));
+        assert!(c("Write, Edit").matches("Edit") && !c("Write, Edit").matches("Write, Edit"));
+        assert!(c("Edit.*").matches("NotebookEdit"));
+        assert!(c("mcp__.*__write.*").matches("mcp__fs__write_file"));
+        assert!(!c("^Bash$").matches("BashOutput"));
+        assert!(c(" startup|clear|compact ").matches("compact"));
+        assert!(!c("startup|clear|compact").matches("resume"));
+        assert!(Matcher::claude("").0.is_none() && Matcher::claude(" * ").0.is_none());
+        let (literal, warning) = Matcher::claude("a[b");
+        assert!(literal.unwrap().matches("a[b") && warning.is_some());
     }
 
     #[test]

@@ -553,7 +553,7 @@ impl ShellHook {
 
 impl ExternalHook for ShellHook {
     fn matches(&self, event: &EventView<'_>) -> bool {
-        (!self.spec.is_tool_event() || self.spec.matches_tool(event.get_str("tool_name")))
+        self.spec.matches_event(|k| event.get_str(k))
             && self.spec.runs_after(event.get_str("status"))
     }
 
