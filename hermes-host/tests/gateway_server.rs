@@ -1390,6 +1390,47 @@ fn threads_of(pid: u32) -> usize {
         .count()
 }
 
+/// `--stdin` takes `gateway.max_line_bytes` as the sockets do (it used the 1 MiB default
+/// whatever the config said): a longer line is answered with an error naming the limit and
+/// logged, and the next message is still served.
+#[test]
+fn the_stdin_adapter_keeps_the_configured_line_limit() {
+    let home = TestHome::new();
+    home.config("gateway:\n  max_line_bytes: 256\n");
+    let run = home.stdin_run(
+        &["--trace", "off"],
+        &[
+            msg("c1", "u1", &"x".repeat(300)),
+            msg("c1", "u1", "still here"),
+        ],
+    );
+    let lines: Vec<Value> = run
+        .stdout
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let error = lines
+        .iter()
+        .find(|l| l["kind"] == "error")
+        .unwrap_or_else(|| run.fail("no error line"));
+    assert_eq!(
+        error["error"],
+        "line 1: longer than 256 bytes (gateway.max_line_bytes); skipped"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["kind"] == "reply" && l["text"] == "still here"),
+        "{lines:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("stdin sent line 1 longer than 256 bytes"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn bad_lines_get_an_error_each_and_the_connection_stays_usable() {
     let home = TestHome::new();

@@ -42,7 +42,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{mpsc, watch};
 
 use super::Server;
-use super::limits::{DEFAULT_MAX_LINE_BYTES, GatewayLimits};
+use super::limits::GatewayLimits;
 use super::wire::{Inbound, Outbound, error_line};
 use hermes_host::gateway::GatewayLog;
 use hermes_host::lines::{LineSplitter, Piece, read_lines};
@@ -462,14 +462,19 @@ fn too_long_line(line_no: u64, max: usize) -> String {
 }
 
 /// Reads inbound lines from `input` until end of file and hands each message to `server`;
-/// answers go to `conn`. A line that is not a usable message is answered with an `error`
-/// line and otherwise ignored; blank lines are ignored.
+/// answers go to `conn`. A line that is not a usable message, or longer than
+/// `gateway.max_line_bytes` as for the sockets, is answered with an `error` line and
+/// otherwise ignored; blank lines are ignored.
 pub fn serve_lines(input: impl BufRead, conn: &Arc<Connection>, server: &Server) {
-    read_lines(input, DEFAULT_MAX_LINE_BYTES, |piece| {
+    let max = server.max_line_bytes();
+    read_lines(input, max, |piece| {
         match piece {
             Piece::Line(n, bytes) => handle_line(n, bytes, conn, server),
             Piece::TooLong(n) => {
-                conn.send_line(too_long_line(n, DEFAULT_MAX_LINE_BYTES));
+                server.log_line(&format!(
+                    "gateway: stdin sent line {n} longer than {max} bytes (gateway.max_line_bytes); skipping it"
+                ));
+                conn.send_line(too_long_line(n, max));
             }
         }
         true

@@ -262,6 +262,11 @@ impl Server {
         &self.core.options.platform
     }
 
+    /// The longest inbound line any adapter takes (`gateway.max_line_bytes`).
+    pub fn max_line_bytes(&self) -> usize {
+        self.core.options.limits.max_line_bytes
+    }
+
     /// The connections and their subscriptions.
     pub fn router(&self) -> &Router {
         &self.core.router
