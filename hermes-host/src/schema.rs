@@ -523,7 +523,7 @@ pub fn config_schema() -> Value {
         "properties": {
             "command": {"type": "string", "description": "The command line: a script and its arguments, split as a shell splits words (`format: claude`: run through a shell when it needs one)."},
             "url": {"type": "string", "description": "POST the payload to this http(s) URL instead of running a command."},
-            "matcher": {"type": "string", "description": "pre_tool_call and post_tool_call only: a regex that must match the whole tool name."},
+            "matcher": {"type": "string", "description": "pre_tool_call and post_tool_call only: a regex that must match the whole tool name (format: claude: Claude Code's rules, also on the session, subagent and StopFailure events)."},
             "timeout": {"type": "number", "description": "Seconds the hook may take (default 60, at most 300)."},
             "fail_closed": {"type": "boolean", "description": "pre_tool_call only: a crash, timeout or junk output blocks the tool call."},
             "priority": {"type": "integer", "description": "Hooks of equal priority run together; lower ones first (0)."},
@@ -531,6 +531,7 @@ pub fn config_schema() -> Value {
             "instances": {"type": "integer", "description": "Persistent hooks: how many copies run (1 to 16)."},
             "format": {"enum": ["hermes", "claude"], "description": "The payload and answer shape: Hermes's (default) or Claude Code's."},
             "shadow": {"type": "boolean", "description": "Run at the real moment with the real payload and record the answer (logs/shadow.jsonl), never apply it."},
+            "async": {"type": "boolean", "description": "Run a one-shot command in the background: never waited for, never blocks; context it gives reaches the session's next model call."},
             "claude_event": {"enum": ["PostToolUse", "PostToolUseFailure"], "description": "format: claude on post_tool_call: run after calls that succeeded (PostToolUse, default) or failed (PostToolUseFailure); neither runs after a blocked call."},
             "headers": {"type": "object", "description": "url hooks: HTTP headers ($VAR expanded from allowed_env_vars)."},
             "allowed_env_vars": {"type": "array", "items": {"type": "string"}, "description": "url hooks: the variables headers may expand."},

@@ -1558,6 +1558,7 @@ fn hooks_import_keeps_post_tool_use_failure_apart_and_says_everything_it_does_no
         &settings,
         serde_json::json!({"hooks": {
             "PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "/opt/fmt.sh", "async": true}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "/opt/e.sh", "asyncRewake": true}]}],
             "PostToolUseFailure": [{"hooks": [{"type": "command", "command": "/opt/fmt.sh"}]}],
             "PreCompact": [{"hooks": [{"type": "command", "command": "/opt/a.sh"}, {"type": "command", "command": "/opt/b.sh"}]}],
             "SubagentStart": [{"hooks": [{"type": "command", "command": "/opt/c.sh"}]}],
@@ -1578,7 +1579,7 @@ fn hooks_import_keeps_post_tool_use_failure_apart_and_says_everything_it_does_no
     for needle in [
         "not imported: PreCompact (2 hook(s)): Hermes does not compact the conversation",
         "not imported: Whatever (1 hook(s)): not an event Hermes maps",
-        "note: PostToolUse \"/opt/fmt.sh\" has async: true; hermes runs it synchronously",
+        "note: Stop \"/opt/e.sh\" has asyncRewake: true; it runs in the background as async: true",
     ] {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
@@ -1589,7 +1590,14 @@ fn hooks_import_keeps_post_tool_use_failure_apart_and_says_everything_it_does_no
     let written = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
     let (config, _) = Home::at(home.path()).load_config();
     let specs = shell::config::parse(&config.hooks).specs;
-    assert_eq!(specs.len(), 3, "{written}");
+    assert_eq!(specs.len(), 4, "{written}");
+    // async hooks stay async: the PostToolUse one and the Stop one (asyncRewake).
+    let background: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.background)
+        .map(|s| s.event.as_str())
+        .collect();
+    assert_eq!(background, ["post_tool_call", "post_llm_call"], "{written}");
     assert!(written.contains("subagent_start:"), "{written}");
     assert!(
         written.contains("claude_event: PostToolUseFailure"),
@@ -1831,4 +1839,49 @@ fn a_corrupt_allowlist_is_kept_every_time_and_its_readable_approvals_carried_ove
         .filter(|n| n.starts_with("shell-hooks-allowlist.json.corrupt-"))
         .collect();
     assert_eq!(copies.len(), 2, "{copies:?}");
+}
+
+/// `async: true`, as Claude Code runs it: the hook runs in the background, so it cannot
+/// block (an async guard's exit 2 lets the call run) and the agent does not wait for it
+/// (this one waits for a file the agent's next tool makes, which a synchronous run would
+/// never see); the context it prints reaches the session's next model call, and the run
+/// waits for it at exit.
+#[test]
+fn async_hooks_run_in_the_background_and_their_context_reaches_the_next_model_call() {
+    let home = TestHome::new();
+    let after = home.script(
+        "after.sh",
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *first*) ;; *) exit 0 ;; esac\nwhile [ ! -f go.flag ]; do sleep 0.05; done\necho ran >> after.log\necho '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", \"additionalContext\": \"3 tests failed\"}}'\n",
+    );
+    let late = home.script(
+        "late.sh",
+        "#!/bin/sh\ncat >/dev/null\nsleep 0.5\necho late >> late.log\n",
+    );
+    home.config(&format!(
+        "hooks_auto_accept: true\nhooks:\n  pre_tool_call:\n    - command: 'echo nope >&2; exit 2'\n      format: claude\n      async: true\n      matcher: Bash\n  post_tool_call:\n    - command: {after}\n      format: claude\n      async: true\n      timeout: 20\n  on_session_end:\n    - command: {late}\n      async: true\n"
+    ));
+    let script = home.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - user: build\n    steps:\n      - tool: terminal\n        args: {command: echo first}\n      - tool: terminal\n        args: {command: 'touch go.flag; while [ ! -f after.log ]; do sleep 0.05; done; sleep 0.3'}\n      - final: built\n  - user: status?\n    steps:\n      - final: ok\n        echo: true\n",
+    )
+    .unwrap();
+    let out = home.hermes(&["run", script.to_str().unwrap()]);
+    if !out.status.success() {
+        home.fail("the run failed", &out);
+    }
+    let said = stdout(&out);
+    assert!(
+        said.contains("\"output\":\"first\\n\""),
+        "the async guard blocked:\n{said}"
+    );
+    assert!(
+        said.contains("[the model received: status?\n\n3 tests failed]"),
+        "{said}"
+    );
+    let read = |f: &str| std::fs::read_to_string(home.path().join(f)).unwrap_or_default();
+    assert_eq!(read("after.log"), "ran\n");
+    // on_session_end ends each turn: the last one's hook ran after the run's last model
+    // call, and the run waited for it before exiting.
+    assert_eq!(read("late.log"), "late\nlate\n");
 }

@@ -44,8 +44,10 @@ pub struct Entry {
     /// Imported from `PostToolUseFailure`: written with `claude_event: PostToolUseFailure`,
     /// so it runs after failed calls only, as in Claude Code.
     pub failure_only: bool,
-    /// What the import tells the user about this hook (an `async: true` that runs
-    /// synchronously here).
+    /// `async: true` (or `asyncRewake`) on a command: it runs in the background.
+    pub background: bool,
+    /// What the import tells the user about this hook (an `asyncRewake` whose wake-up
+    /// hermes does not do).
     pub note: Option<String>,
 }
 
@@ -62,6 +64,9 @@ impl Entry {
         }
         if let Some(t) = self.timeout {
             text.push_str(&format!("      timeout: {t}\n"));
+        }
+        if self.background {
+            text.push_str("      async: true\n");
         }
         text
     }
@@ -167,9 +172,11 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                     skipped.push(format!("{claude_event}: a {kind} hook without its {kind}"));
                     continue;
                 };
-                let note = (hook.get("async") == Some(&Value::Bool(true))).then(|| {
+                let flag = |key: &str| hook.get(key) == Some(&Value::Bool(true));
+                let background = (flag("async") || flag("asyncRewake")) && key == "command";
+                let note = flag("asyncRewake").then(|| {
                     format!(
-                        "{claude_event} {target:?} has async: true; hermes runs it synchronously: the agent waits for it (up to its timeout) and reads its answer"
+                        "{claude_event} {target:?} has asyncRewake: true; it runs in the background as async: true, and hermes does not wake the model when it exits 2"
                     )
                 });
                 out.push(Entry {
@@ -178,6 +185,7 @@ pub fn entries(settings: &Value) -> (Vec<Entry>, Vec<String>) {
                     matcher: matcher.clone().filter(|_| matches),
                     timeout: hook.get("timeout").and_then(Value::as_u64),
                     failure_only,
+                    background,
                     note,
                 });
             }

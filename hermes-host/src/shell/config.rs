@@ -16,6 +16,9 @@
 //!       priority: 0                    # equal priorities run together, lower first
 //!       persistent: true               # started once; one JSON line in and out per firing
 //!       instances: 2                   # persistent only: processes for concurrent callers
+//!   post_tool_call:
+//!     - command: ./audit.sh
+//!       async: true                    # in the background: never waited for, never blocks
 //!   pre_llm_call:
 //!     - command: python3 ~/.hermes/agent-hooks/context.py
 //!     - url: https://policy.internal/hermes   # POST the payload; the body is the answer
@@ -108,6 +111,11 @@ pub struct ShellHookSpec {
     /// `shadow: true`: the hook runs at its real moment with the real payload, and what it
     /// answers is recorded, never applied (see [`Registry::add_shadow`](crate::registry::Registry::add_shadow)).
     pub shadow: bool,
+    /// `async: true` (Claude Code's key): the command runs in the background and the event
+    /// goes on without waiting. It cannot block or change anything; context it gives
+    /// reaches the session's next model call (see [`crate::shell::background`]). One-shot
+    /// commands only: not with `url:`, `persistent` or `shadow`.
+    pub background: bool,
 }
 
 /// The protocol a shell hook speaks, both ways.
@@ -145,6 +153,7 @@ impl ShellHookSpec {
             env: Vec::new(),
             plugin: None,
             shadow: false,
+            background: false,
         }
     }
 
@@ -408,6 +417,7 @@ const ENTRY_KEYS: &[&str] = &[
     "headers",
     "allowed_env_vars",
     "shadow",
+    "async",
 ];
 
 fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Option<ShellHookSpec> {
@@ -535,6 +545,33 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
+    let background = match entry.get("async") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].async must be true or false (got {}); using false",
+                repr_yaml(other)
+            ));
+            false
+        }
+    };
+    let background = if background && (http.is_some() || persistent || shadow) {
+        let what = if http.is_some() {
+            "a url"
+        } else if persistent {
+            "a persistent command"
+        } else {
+            "a shadow hook"
+        };
+        out.warn(format!(
+            "hooks.{event}[{i}]: async applies to one-shot commands, not to {what}; the hook runs synchronously"
+        ));
+        false
+    } else {
+        background
+    };
+
     let (persistent, instances) = if http.is_some() && (persistent || instances != 1) {
         out.warn(format!(
             "hooks.{event}[{i}]: persistent and instances apply to commands, not to a url; ignoring them (connections to the URL are kept alive anyway)"
@@ -626,6 +663,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         env: Vec::new(),
         plugin: None,
         shadow,
+        background,
     };
     // A Claude command naming `$CLAUDE_PROJECT_DIR` runs in the process's directory until
     // the host says where the agent works.

@@ -35,6 +35,7 @@
 //! println!("blocked: {:?}", verdict.blocked);
 //! ```
 
+pub mod background;
 pub mod claude;
 pub mod claude_import;
 pub mod claude_plugin;
@@ -276,18 +277,15 @@ pub fn register_with(
         }
         report.registered.push(spec);
     }
-    let carries_session_context = report
-        .registered
-        .iter()
-        .any(|s| s.format == config::Format::Claude && s.event == "on_session_start");
-    if carries_session_context
-        && !registered(registry, "pre_llm_call", SessionStartContext::IDENTITY)
-    {
+    let carries_session_context = report.registered.iter().any(|s| {
+        (s.format == config::Format::Claude && s.event == "on_session_start") || s.background
+    });
+    if carries_session_context && !registered(registry, "pre_llm_call", WaitingContext::IDENTITY) {
         registry.add_external(
             "pre_llm_call",
             Source::Shell,
-            "shell_hook[pre_llm_call:SessionStart context]".into(),
-            Arc::new(SessionStartContext),
+            "shell_hook[pre_llm_call:waiting context]".into(),
+            Arc::new(WaitingContext),
         );
     }
     report
@@ -302,11 +300,13 @@ fn registered(registry: &Registry, event: &str, identity: &str) -> bool {
     })
 }
 
-/// Context that `format: claude` `SessionStart` hooks gave, by session id, until that
-/// session's first `pre_llm_call` takes it. `on_session_start` is an observer in this host
-/// (its answers are not aggregated), but Claude Code adds a SessionStart hook's output to
-/// the conversation, and hooks written for it rely on that; so the context is kept here and
-/// handed to the turn's `pre_llm_call`, which fires right after it on the same turn.
+/// Context that `format: claude` `SessionStart` hooks and `async: true` hooks gave, by
+/// session id, until that session's next `pre_llm_call` takes it. `on_session_start` is an
+/// observer in this host (its answers are not aggregated), but Claude Code adds a
+/// SessionStart hook's output to the conversation, and hooks written for it rely on that;
+/// so the context is kept here and handed to the turn's `pre_llm_call`, which fires right
+/// after it on the same turn. An async hook's context waits for the session's next model
+/// call in the same way.
 #[allow(clippy::type_complexity)]
 static PENDING_SESSION_CONTEXT: std::sync::Mutex<
     std::collections::BTreeMap<String, Vec<(usize, String)>>,
@@ -322,7 +322,7 @@ fn stash_session_context(session_id: &str, position: usize, text: String) -> Opt
         .unwrap_or_else(|e| e.into_inner());
     if !pending.contains_key(session_id) && pending.len() >= MAX_PENDING_SESSIONS {
         return Some(format!(
-            "SessionStart context for session {session_id} dropped: {MAX_PENDING_SESSIONS} sessions already wait for their first model call"
+            "hook context for session {session_id} dropped: {MAX_PENDING_SESSIONS} sessions already wait for their next model call"
         ));
     }
     pending
@@ -332,14 +332,15 @@ fn stash_session_context(session_id: &str, position: usize, text: String) -> Opt
     None
 }
 
-/// The `pre_llm_call` hook that hands a session its waiting SessionStart context.
-struct SessionStartContext;
+/// The `pre_llm_call` hook that hands a session its waiting context (SessionStart and
+/// async hooks').
+struct WaitingContext;
 
-impl SessionStartContext {
-    const IDENTITY: &'static str = "claude-session-start-context";
+impl WaitingContext {
+    const IDENTITY: &'static str = "waiting-hook-context";
 }
 
-impl ExternalHook for SessionStartContext {
+impl ExternalHook for WaitingContext {
     fn matches(&self, _event: &EventView<'_>) -> bool {
         true
     }
@@ -585,6 +586,11 @@ impl ExternalHook for ShellHook {
             }
         }
         let kwargs = wire::kwargs_from_view(event, true);
+        if spec.background {
+            let refused =
+                background::launch(spec.clone(), kwargs, stash_session_context, self.position);
+            return (Ok(None), refused.into_iter().collect());
+        }
         if spec.format == config::Format::Claude {
             let (_run, mut evaluation) = run_claude(spec, &kwargs, self.client.as_ref());
             note_run_control(&kwargs, self.position, &mut evaluation);

@@ -215,6 +215,7 @@ fn list(
                     "matcher": spec.matcher.as_ref().map(|m| m.as_str()),
                     "timeout": spec.timeout,
                     "fail_closed": spec.fail_closed,
+                    "async": spec.background,
                     "priority": spec.priority,
                     "allowlisted": entry.is_some(),
                     "approved_at": entry.and_then(|e| e.approved_at.clone()),
@@ -262,6 +263,11 @@ fn list(
                 }
                 (shell::config::Format::Claude, None) => ", format=claude".to_string(),
                 _ => String::new(),
+            };
+            let format = if spec.background {
+                format!("{format}, async")
+            } else {
+                format
             };
             println!(
                 "    - {kind}{}{matcher} (timeout={}s{format}, {status})",

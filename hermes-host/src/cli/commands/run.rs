@@ -42,6 +42,8 @@ fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
 
 /// How long a finished run waits for its shadow hooks to record what they were handed.
 const SHADOW_FLUSH: Duration = Duration::from_secs(2);
+/// How long the end of a run waits for `async: true` hooks still running.
+const ASYNC_FLUSH: Duration = Duration::from_secs(10);
 
 pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
@@ -99,6 +101,14 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         eprintln!(
             "hermes: {unrecorded} shadow hook firing(s) still running at exit; not recorded in {}",
             crate::app::shadow::records_path(&settings.home).display()
+        );
+    }
+    // `async: true` hooks likewise: their side effects (a log, a report) finish, within
+    // a bound; each is also bounded by its own timeout.
+    let still = hermes_host::shell::background::wait_idle(ASYNC_FLUSH);
+    if still > 0 {
+        eprintln!(
+            "hermes: {still} async hook(s) still running at exit; not waited for (each ends at its timeout)"
         );
     }
     if results.iter().any(|r| r.interrupted) {

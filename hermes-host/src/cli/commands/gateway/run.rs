@@ -533,6 +533,12 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
             "gateway: {unrecorded} shadow hook firing(s) still running at exit; not recorded"
         ));
     }
+    let still = hermes_host::shell::background::wait_idle(Duration::from_secs(5));
+    if still > 0 {
+        log.line(&format!(
+            "gateway: {still} async hook(s) still running at exit; not waited for (each ends at its timeout)"
+        ));
+    }
     let mut line = format!(
         "gateway: stopped; {} session(s) finalized",
         summary.finalized
