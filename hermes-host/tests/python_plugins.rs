@@ -3138,3 +3138,53 @@ fn a_missing_interpreter_is_named_with_the_fix() {
         "{error}"
     );
 }
+
+/// The gateway delivers what its streaming observers were handed before it exits: a slow
+/// Python observer of `on_stream_delta` (20 ms a delta) still gets every delta of the last
+/// reply when stdin ends and the gateway shuts down right after answering.
+#[test]
+fn the_gateway_drains_its_streaming_observers_at_exit() {
+    let env = Env::new();
+    env.plugin(
+        "slowwatch",
+        "name: slowwatch\nversion: 0.1.0\n",
+        &[(
+            "__init__.py",
+            "import os, time\nLOG = os.path.join(os.path.dirname(__file__), 'deltas.txt')\ndef on_delta(delta, **kw):\n    time.sleep(0.02)\n    with open(LOG, 'a') as f:\n        f.write(delta + '\\n')\ndef register(ctx):\n    ctx.register_hook('on_stream_delta', on_delta)\n",
+        )],
+    );
+    env.config("plugins:\n  enabled: [slowwatch]\n");
+    let chunks: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+    let script = env.write(
+        "g.yaml",
+        &format!(
+            "replies:\n  - match: .\n    steps:\n      - stream: [{}]\n",
+            chunks.join(", ")
+        ),
+    );
+    let mut cmd = env.hermes();
+    cmd.args(["gateway", "run", "--stdin", "--script"])
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"chat_id": "c1", "user_id": "u1", "text": "go"})
+    )
+    .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&chunks.concat()),
+        "{}",
+        text(&out)
+    );
+    let seen = std::fs::read_to_string(env.home().join("plugins/slowwatch/deltas.txt"))
+        .unwrap_or_default();
+    assert_eq!(seen.lines().collect::<Vec<_>>(), chunks, "{}", text(&out));
+}
