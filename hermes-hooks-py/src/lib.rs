@@ -17,6 +17,7 @@
 mod answer;
 mod convert;
 mod log;
+mod middleware;
 mod payload;
 
 use std::ffi::{CStr, CString};
@@ -300,6 +301,54 @@ impl Hooks {
         }
     }
 
+    /// `{kind, plugin}` of every middleware the plugins registered (of `plugin`'s only,
+    /// when given), in registry order.
+    #[pyo3(signature = (plugin=None))]
+    fn middleware<'py>(
+        &self,
+        py: Python<'py>,
+        plugin: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (kind, entry) in self.inner.middleware().entries() {
+            if plugin.is_some_and(|p| p != entry.source()) {
+                continue;
+            }
+            let d = PyDict::new(py);
+            d.set_item("kind", kind.name())?;
+            d.set_item("plugin", entry.source())?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// `plugin`'s middleware of `kind` as one callable, which takes the keyword arguments
+    /// Hermes Agent's `hermes_cli.middleware` passes and answers as a Python plugin's
+    /// middleware would (`{"args": ...}` / `{"request": ...}`, or a wrapper's result).
+    fn middleware_callback(
+        &self,
+        kind: &str,
+        plugin: &str,
+    ) -> PyResult<middleware::MiddlewareCallback> {
+        let found = hermes_host::middleware::Kind::parse(kind).and_then(|k| {
+            self.inner
+                .middleware()
+                .entries()
+                .find(|(each, m)| *each == k && m.source() == plugin)
+                .map(|(_, m)| (k, m.clone()))
+        });
+        let Some((kind, middleware)) = found else {
+            return Err(HookError::new_err(format!(
+                "plugin '{plugin}' registered no '{kind}' middleware; middleware() lists what there is"
+            )));
+        };
+        Ok(middleware::MiddlewareCallback {
+            kind,
+            middleware,
+            name: format!("{plugin}::{}", kind.name()),
+        })
+    }
+
     /// What loaded and every problem found: `{"plugins": [...], "problems": [...]}`.
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         answer::report(py, self.inner.report())
@@ -468,6 +517,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     log::install();
     m.add_class::<Hooks>()?;
     m.add_class::<Callback>()?;
+    m.add_class::<middleware::MiddlewareCallback>()?;
     m.add("HookError", m.py().get_type::<HookError>())?;
     m.add_function(wrap_pyfunction!(worker_main, m)?)?;
     m.add_function(wrap_pyfunction!(set_worker_program, m)?)?;

@@ -215,6 +215,17 @@ impl MiddlewareChain {
         self.of(kind).map(|m| m.source()).collect()
     }
 
+    /// Every middleware with its kind, in registry order: what a host that runs its own
+    /// chain (Hermes Agent, through the Python package) registers one by one.
+    ///
+    /// ```
+    /// let chain = hermes_host::middleware::MiddlewareChain::new();
+    /// assert_eq!(chain.entries().count(), 0);
+    /// ```
+    pub fn entries(&self) -> impl Iterator<Item = (Kind, &Arc<dyn Middleware>)> {
+        self.entries.iter().map(|(k, m)| (*k, m))
+    }
+
     fn of(&self, kind: Kind) -> impl Iterator<Item = &Arc<dyn Middleware>> {
         self.entries
             .iter()

@@ -751,3 +751,46 @@ print(manager._plugin_commands["toolbox"]["handler"](""))
         "['text_stats'] ['toolbox']\n{\"lines\":1,\"words\":2,\"bytes\":3}\ntoolbox: 1 text_stats call(s), 0 request(s) routed, 0 answered without the model\n"
     );
 }
+
+/// Native middleware in Hermes's own chain: the `toolbox` plugin's `llm_request` rewrite
+/// routes a short prompt to its small model (the model server sees that model, and the
+/// rest of Hermes's request stays as Hermes built it), and the `faulty` plugin's
+/// `tool_execution` wrapper runs around a tool, where its second `next` call is refused by
+/// Hermes's own single-use rule.
+#[test]
+fn native_middleware_rewrites_requests_and_wraps_tools_in_hermes() {
+    let server = ModelServer::start(vec![Step::Tool("twice", json!({})), Step::Text("Done.")]);
+    let home = hermes_home(
+        &server,
+        &[("toolbox", None), ("faulty", Some("{tools: true}"))],
+    );
+    // The plugins block ends config.yaml: toolbox's settings go under it.
+    let config = home.path().join("config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}  settings:\n    toolbox: {{small_model: tiny-model}}\n"),
+    )
+    .unwrap();
+    assert_eq!(turn_ok(&home, "hi there").trim(), "Done.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let keys = |r: &Value| r.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(request["model"], "tiny-model", "{:?}", keys(request));
+        assert_eq!(
+            request["stream"],
+            true,
+            "Hermes's own keys stay: {:?}",
+            keys(request)
+        );
+        assert!(request["tools"].is_array(), "{:?}", keys(request));
+    }
+    let results = tool_results(&server);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].starts_with(r#"first: "ran"; second: "#)
+            && results[0].contains("called next_call() more than once"),
+        "{results:?}"
+    );
+}

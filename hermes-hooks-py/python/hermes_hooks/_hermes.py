@@ -33,10 +33,12 @@ def _has(ctx: Any, key: tuple[str, str]) -> bool:
     handed = _handed.get(key)
     if not handed:
         return False
-    hooks = getattr(getattr(ctx, "_manager", None), "_hooks", None)
-    if not isinstance(hooks, dict):
+    manager = getattr(ctx, "_manager", None)
+    tables = [getattr(manager, "_hooks", None), getattr(manager, "_middleware", None)]
+    tables = [t for t in tables if isinstance(t, dict)]
+    if not tables:
         return True  # no way to look: once per process
-    return any(fn in callbacks for callbacks in hooks.values() for fn in handed)
+    return any(fn in callbacks for t in tables for callbacks in t.values() for fn in handed)
 
 
 def _hermes_home() -> str:
@@ -133,8 +135,30 @@ def _register(ctx: Any, home: str, hooks: _native.Hooks, only: str | None) -> in
             ctx.register_hook(hook, function)
             handed.append(function)
             count += 1
+        handed.extend(_middleware(ctx, hooks, name))
         _offer(ctx, hooks, name)
     return count
+
+
+def _middleware(ctx: Any, hooks: _native.Hooks, plugin: str) -> list[Any]:
+    """The plugin's request rewrites and tool wrappers, in its place in Hermes's own chain.
+    ``llm_execution`` wrappers are not offered: Hermes's ``next_call`` there returns the
+    provider's response object, which native code cannot take."""
+    register = getattr(ctx, "register_middleware", None)
+    handed = []
+    for entry in hooks.middleware(plugin):
+        kind = entry["kind"]
+        if register is None or kind == "llm_execution":
+            log.info(
+                "%s: its %s middleware runs in hermes only, not in this Hermes Agent",
+                plugin,
+                kind,
+            )
+            continue
+        callback = hooks.middleware_callback(kind, plugin)
+        register(kind, callback)
+        handed.append(callback)
+    return handed
 
 
 def _offer(ctx: Any, hooks: _native.Hooks, plugin: str) -> None:

@@ -26,6 +26,18 @@ class Callback:
         answer in the shape a Hermes plugin returns (``None`` for no decision). Argument
         rewrites of ``pre_tool_call`` are written into ``kwargs["args"]``."""
 
+class MiddlewareCallback:
+    """One plugin's native middleware of one kind, callable as a Hermes middleware
+    callback (``hermes_cli.middleware`` passes ``args`` or ``request``, the original beside
+    it, the call's ids, and ``next_call`` to a wrapper)."""
+
+    __name__: str
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """A request rewrite answers ``{"args": ...}`` / ``{"request": ...}`` (with the
+        trace's ``source``, ``reason``, ``name``) or ``None``; a ``tool_execution`` wrapper
+        answers the tool's result, calling ``next_call`` at most once."""
+
 class Hooks:
     """The hooks of a Hermes home, loaded as ``hermes`` loads them."""
 
@@ -85,6 +97,12 @@ class Hooks:
         dispatch: Optional[Callable[[str, dict[str, Any]], str]] = None,
     ) -> Optional[str]:
         """Runs ``/name raw_args``; a failing command raises :class:`HookError`."""
+
+    def middleware(self, plugin: Optional[str] = None) -> list[dict[str, Any]]:
+        """``{kind, plugin}`` of every middleware the plugins registered, in order."""
+
+    def middleware_callback(self, kind: str, plugin: str) -> MiddlewareCallback:
+        """``plugin``'s middleware of ``kind`` as one Hermes middleware callback."""
 
     def report(self) -> dict[str, Any]:
         """``{"plugins": [...], "problems": [...]}``: what loaded, and why not."""
