@@ -1885,3 +1885,23 @@ fn async_hooks_run_in_the_background_and_their_context_reaches_the_next_model_ca
     // call, and the run waited for it before exiting.
     assert_eq!(read("late.log"), "late\nlate\n");
 }
+
+/// `hermes hooks fire` of an event with an async hook answers at once (no opinion) and
+/// still lets the hook finish before the process ends.
+#[test]
+fn hooks_fire_lets_an_async_hook_finish_before_it_exits() {
+    let home = TestHome::new();
+    let hook = home.script(
+        "slow.sh",
+        "#!/bin/sh\ncat >/dev/null\nsleep 0.3\necho done >> slow.log\n",
+    );
+    home.config(&format!(
+        "hooks:\n  post_tool_call:\n    - command: {hook}\n      async: true\n"
+    ));
+    let out = fire(&home, "post_tool_call", RM);
+    home.expect_code(&out, 0);
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("slow.log")).unwrap_or_default(),
+        "done\n"
+    );
+}

@@ -74,7 +74,15 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
     }
-    match commands::run(cli.command, &settings) {
+    let ran = commands::run(cli.command, &settings);
+    // `async: true` hooks a command fired (`hooks fire`, `plugins fire`, ...) finish what
+    // they do before the process ends, within a bound (`run` and the gateway wait and say
+    // so themselves).
+    let still = hermes_host::shell::background::wait_idle(std::time::Duration::from_secs(10));
+    if still > 0 {
+        eprintln!("hermes: {still} async hook(s) still running at exit; not waited for");
+    }
+    match ran {
         Ok(status) => status.into(),
         Err(err) => {
             eprintln!("hermes: {err:#}");
