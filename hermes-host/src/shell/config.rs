@@ -420,6 +420,27 @@ const ENTRY_KEYS: &[&str] = &[
     "async",
 ];
 
+/// A `true`/`false` key of an entry (missing: false), with a warning for anything else.
+fn flag(
+    entry: &yaml_serde::Mapping,
+    key: &str,
+    event: &str,
+    i: usize,
+    out: &mut ParsedHooks,
+) -> bool {
+    match entry.get(key) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            out.warn(format!(
+                "hooks.{event}[{i}].{key} must be true or false (got {}); using false",
+                repr_yaml(other)
+            ));
+            false
+        }
+    }
+}
+
 fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Option<ShellHookSpec> {
     let Value::Mapping(entry) = raw else {
         out.warn(format!(
@@ -507,29 +528,9 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
-    let shadow = match entry.get("shadow") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            out.warn(format!(
-                "hooks.{event}[{i}].shadow must be true or false (got {}); using false",
-                repr_yaml(other)
-            ));
-            false
-        }
-    };
+    let shadow = flag(entry, "shadow", event, i, out);
 
-    let persistent = match entry.get("persistent") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            out.warn(format!(
-                "hooks.{event}[{i}].persistent must be true or false (got {}); using false",
-                repr_yaml(other)
-            ));
-            false
-        }
-    };
+    let persistent = flag(entry, "persistent", event, i, out);
 
     let instances = match entry.get("instances") {
         None | Some(Value::Null) => 1,
@@ -545,17 +546,7 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
         }
     };
 
-    let background = match entry.get("async") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            out.warn(format!(
-                "hooks.{event}[{i}].async must be true or false (got {}); using false",
-                repr_yaml(other)
-            ));
-            false
-        }
-    };
+    let background = flag(entry, "async", event, i, out);
     let background = if background && (http.is_some() || persistent || shadow) {
         let what = if http.is_some() {
             "a url"
