@@ -562,6 +562,11 @@ fn parse_entry(event: &str, i: usize, raw: &Value, out: &mut ParsedHooks) -> Opt
     } else {
         background
     };
+    if background && fail_closed {
+        out.warn(format!(
+            "hooks.{event}[{i}]: fail_closed has no effect on an async hook, which never blocks; drop async: true to make it a guard"
+        ));
+    }
 
     let (persistent, instances) = if http.is_some() && (persistent || instances != 1) {
         out.warn(format!(
@@ -976,6 +981,23 @@ mod tests {
         let patch = serde_json::json!({"tool_name": "patch"});
         assert!(tool.matches_event(|k| patch.get(k).and_then(|v| v.as_str())));
         assert!(tool.matches_tool(Some("patch")) && !tool.matches_tool(Some("terminal")));
+    }
+
+    #[test]
+    fn async_is_for_one_shot_commands_and_never_a_guard() {
+        let parsed = parse_yaml(
+            "hooks:\n  pre_tool_call:\n    - {command: a, async: true, fail_closed: true}\n    - {command: b, async: true, persistent: true}\n    - {command: c, async: yes}\n",
+        );
+        let background: Vec<bool> = parsed.specs.iter().map(|s| s.background).collect();
+        assert_eq!(background, [true, false, false]);
+        assert_eq!(
+            parsed.warnings,
+            [
+                "hooks.pre_tool_call[0]: fail_closed has no effect on an async hook, which never blocks; drop async: true to make it a guard",
+                "hooks.pre_tool_call[1]: async applies to one-shot commands, not to a persistent command; the hook runs synchronously",
+                "hooks.pre_tool_call[2].async must be true or false (got 'yes'); using false",
+            ]
+        );
     }
 
     #[test]
