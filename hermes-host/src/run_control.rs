@@ -339,6 +339,41 @@ pub fn stop_hook_active(session_id: &str) -> bool {
         .contains(session_id)
 }
 
+fn subagents() -> &'static Mutex<std::collections::HashSet<String>> {
+    static SET: std::sync::OnceLock<Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
+}
+
+/// Marks `session_id` as a delegated child's session while it runs (`true`), or not. Claude
+/// Code fires SessionStart, UserPromptSubmit, Stop and SessionEnd for the main session only
+/// (a subagent has SubagentStart and SubagentStop), so `format: claude` hooks of those events
+/// skip a child's firings, which Hermes-format hooks get as in the reference.
+pub fn set_subagent(session_id: &str, child: bool) {
+    let mut set = subagents().lock().unwrap_or_else(|e| e.into_inner());
+    if child {
+        set.insert(session_id.to_string());
+    } else {
+        set.remove(session_id);
+    }
+}
+
+/// Whether `session_id` is a delegated child's session.
+///
+/// ```
+/// use hermes_host::run_control::{is_subagent, set_subagent};
+/// set_subagent("child-1", true);
+/// assert!(is_subagent("child-1") && !is_subagent("parent-1"));
+/// set_subagent("child-1", false);
+/// assert!(!is_subagent("child-1"));
+/// ```
+pub fn is_subagent(session_id: &str) -> bool {
+    subagents()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(session_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -313,7 +313,8 @@ fn inline_hooks_in_plugin_json_install_from_a_plugin_directory() {
 /// Matchers on the events Claude Code matches on besides tools, as published plugins write
 /// them: two `SessionStart` groups running one script (`startup|resume` and
 /// `clear|compact`), so that it runs once per start; a `compact`-only group that a fresh
-/// start never runs; `SubagentStart` and `SubagentStop` matched on the child's agent type.
+/// start never runs; `SubagentStart` and `SubagentStop` matched on the child's agent type;
+/// and SessionStart and Stop for the main session only, as Claude Code fires them.
 #[test]
 fn session_and_subagent_matchers_choose_the_groups_that_run_as_in_claude_code() {
     let env = Env::new();
@@ -340,11 +341,13 @@ fn session_and_subagent_matchers_choose_the_groups_that_run_as_in_claude_code() 
     {{"matcher": "compact", "hooks": [{compact}]}}
   ],
   "SubagentStart": [{{"matcher": "Explore", "hooks": [{log}]}}],
-  "SubagentStop": [{{"matcher": "^Pl", "hooks": [{log}]}}]
+  "SubagentStop": [{{"matcher": "^Pl", "hooks": [{log}]}}],
+  "Stop": [{{"hooks": [{stop}]}}]
 }}}}"#,
             start = run("session_start.py"),
             compact = run("after_compact.py"),
             log = run("log_agent.py"),
+            stop = run("stop.py"),
         ),
     )
     .unwrap();
@@ -356,6 +359,11 @@ with open(os.path.join(os.environ["CLAUDE_PLUGIN_DATA"], "starts.log"), "a") as 
     f.write(event["source"] + "\n")
 print(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "use the starter skills"}}))
 "#,
+    )
+    .unwrap();
+    std::fs::write(
+        plugin.join("hooks/stop.py"),
+        "import json, os, sys\nevent = json.load(sys.stdin)\nopen(os.path.join(os.environ['CLAUDE_PLUGIN_DATA'], 'stops.log'), 'a').write(event['session_id'] + '\\n')\n",
     )
     .unwrap();
     std::fs::write(
@@ -416,6 +424,15 @@ with open(os.path.join(os.environ["CLAUDE_PLUGIN_DATA"], "agents.log"), "a") as 
     let (_, shown) = run_session(
         "d.yaml",
         "turns:\n  - user: look around\n    steps:\n      - tool: delegate_task\n        args: {tasks: [{script: explore.yaml, role: Explore}, {script: plan.yaml, role: Plan}]}\n      - final: done\n",
+    );
+    // Claude Code fires SessionStart and Stop for the main session only: the children's
+    // sessions run their tools' hooks but not these.
+    assert_eq!(read("starts.log"), "startup\nstartup\n", "{shown}");
+    let stops = read("stops.log");
+    assert_eq!(
+        stops.lines().count(),
+        2,
+        "one Stop per main-session turn: {stops}"
     );
     let mut agents: Vec<String> = read("agents.log").lines().map(str::to_string).collect();
     agents.sort();

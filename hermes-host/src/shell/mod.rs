@@ -332,6 +332,15 @@ fn stash_session_context(session_id: &str, position: usize, text: String) -> Opt
     None
 }
 
+/// The events Claude Code fires for its main session only (SessionStart, UserPromptSubmit,
+/// Stop, SessionEnd): a `format: claude` hook of one skips a delegated child's firings.
+const MAIN_SESSION_ONLY: [&str; 4] = [
+    "on_session_start",
+    "pre_llm_call",
+    "post_llm_call",
+    "on_session_end",
+];
+
 /// The `pre_llm_call` hook that hands a session its waiting context (SessionStart and
 /// async hooks').
 struct WaitingContext;
@@ -556,6 +565,9 @@ impl ExternalHook for ShellHook {
     fn matches(&self, event: &EventView<'_>) -> bool {
         self.spec.matches_event(|k| event.get_str(k))
             && self.spec.runs_after(event.get_str("status"))
+            && !(self.spec.format == config::Format::Claude
+                && MAIN_SESSION_ONLY.contains(&self.spec.event.as_str())
+                && crate::run_control::is_subagent(event.get_str("session_id").unwrap_or_default()))
     }
 
     fn run(&self, event: &EventView<'_>) -> HookResult {

@@ -1529,6 +1529,7 @@ impl Agent {
                         let mut child =
                             Session::new(&script.model, &session.platform, &session.cwd);
                         child.script_dir = script.dir.clone();
+                        run_control::set_subagent(&child.id, true);
                         self.open_files(&mut child);
                         if self.registry.has(SubagentStartEvent::HOOK) {
                             let goal = script.turns.first().map_or("", |t| t.user.as_str());
@@ -1646,6 +1647,7 @@ impl Agent {
             if continued > 0 {
                 self.finalize(&child);
             }
+            run_control::set_subagent(&child.id, false);
             results.push(json!({ "role": role, "status": status, "summary": summary, "session_id": child.id }));
         }
         json!({ "results": results }).to_string()
