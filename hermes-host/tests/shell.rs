@@ -1905,3 +1905,40 @@ fn hooks_fire_lets_an_async_hook_finish_before_it_exits() {
         "done\n"
     );
 }
+
+/// A flood of firings of an async hook: at most `MAX_RUNNING` run at once, the rest are
+/// dropped (the firing still returns at once and decides nothing), and every started one
+/// finishes once it can; nothing waits on the firing thread.
+#[test]
+fn a_flood_of_async_firings_runs_a_bounded_number_and_drops_the_rest() {
+    use hermes_host::shell::background;
+    let home = TestHome::new();
+    let dir = home.path().display().to_string();
+    let hook = home.script(
+        "held.sh",
+        &format!("#!/bin/sh\ncat >/dev/null\nwhile [ ! -f '{dir}/release' ]; do sleep 0.02; done\necho ran >> '{dir}/ran.log'\n"),
+    );
+    home.config(&format!(
+        "hooks:\n  post_tool_call:\n    - command: {hook}\n      async: true\n      timeout: 60\n"
+    ));
+    let h = Home::at(home.path());
+    let (config, _) = h.load_config();
+    let mut registry = Registry::new();
+    let report = shell::register_from_config(&h, &config.hooks, Consent::Accept, &mut registry);
+    assert_eq!(report.registered.len(), 1);
+    let event = hermes_hooks_abi::hooks::payload::PostToolCallEvent {
+        tool_name: "terminal",
+        args: "{}",
+        result: "{}",
+        ..Default::default()
+    };
+    let fired = background::MAX_RUNNING + 36;
+    for _ in 0..fired {
+        registry.fire("post_tool_call", &event.fields());
+    }
+    assert_eq!(background::running(), background::MAX_RUNNING);
+    std::fs::write(home.path().join("release"), "").unwrap();
+    assert_eq!(background::wait_idle(Duration::from_secs(60)), 0);
+    let ran = std::fs::read_to_string(home.path().join("ran.log")).unwrap_or_default();
+    assert_eq!(ran.lines().count(), background::MAX_RUNNING);
+}
