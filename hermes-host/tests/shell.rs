@@ -1844,8 +1844,9 @@ fn a_corrupt_allowlist_is_kept_every_time_and_its_readable_approvals_carried_ove
 /// `async: true`, as Claude Code runs it: the hook runs in the background, so it cannot
 /// block (an async guard's exit 2 lets the call run) and the agent does not wait for it
 /// (this one waits for a file the agent's next tool makes, which a synchronous run would
-/// never see); the context it prints reaches the session's next model call, and the run
-/// waits for it at exit.
+/// never see); the context it prints reaches the session's next model call (the tool waits
+/// for the hook's log line, then a second for its output to be read), and the run waits for
+/// it at exit.
 #[test]
 fn async_hooks_run_in_the_background_and_their_context_reaches_the_next_model_call() {
     let home = TestHome::new();
@@ -1863,7 +1864,7 @@ fn async_hooks_run_in_the_background_and_their_context_reaches_the_next_model_ca
     let script = home.path().join("s.yaml");
     std::fs::write(
         &script,
-        "turns:\n  - user: build\n    steps:\n      - tool: terminal\n        args: {command: echo first}\n      - tool: terminal\n        args: {command: 'touch go.flag; while [ ! -f after.log ]; do sleep 0.05; done; sleep 0.3'}\n      - final: built\n  - user: status?\n    steps:\n      - final: ok\n        echo: true\n",
+        "turns:\n  - user: build\n    steps:\n      - tool: terminal\n        args: {command: echo first}\n      - tool: terminal\n        args: {command: 'touch go.flag; while [ ! -f after.log ]; do sleep 0.05; done; sleep 1'}\n      - final: built\n  - user: status?\n    steps:\n      - final: ok\n        echo: true\n",
     )
     .unwrap();
     let out = home.hermes(&["run", script.to_str().unwrap()]);
