@@ -155,6 +155,10 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
         self.entries.remove(key)
     }
 
+    fn get(&self, key: &K) -> Option<&V> {
+        self.entries.get(key)
+    }
+
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -337,6 +341,40 @@ pub fn stop_hook_active(session_id: &str) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .contains(session_id)
+}
+
+fn session_sources() -> &'static Mutex<Bounded<String, &'static str>> {
+    static MAP: std::sync::OnceLock<Mutex<Bounded<String, &'static str>>> =
+        std::sync::OnceLock::new();
+    MAP.get_or_init(|| Mutex::new(Bounded::new()))
+}
+
+/// Records how session `session_id` came to be, in Claude Code's words for SessionStart's
+/// `source`: `clear` for the session a `/new` or `/reset` started (a session not recorded
+/// here is a fresh `startup`).
+pub fn note_session_source(session_id: &str, source: &'static str) {
+    session_sources()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .upsert(session_id.to_string(), source, |_, later| later);
+}
+
+/// How session `session_id` came to be: what [`note_session_source`] recorded, else
+/// `startup`.
+///
+/// ```
+/// use hermes_host::run_control::{note_session_source, session_source};
+/// note_session_source("after-reset", "clear");
+/// assert_eq!((session_source("after-reset"), session_source("new-chat")), ("clear", "startup"));
+/// ```
+pub fn session_source(session_id: &str) -> &'static str {
+    let map = session_sources().lock().unwrap_or_else(|e| e.into_inner());
+    if map.is_empty() {
+        return "startup";
+    }
+    map.get(&session_id.to_string())
+        .copied()
+        .unwrap_or("startup")
 }
 
 fn subagents() -> &'static Mutex<std::collections::HashSet<String>> {

@@ -509,6 +509,42 @@ const ORDER_HOOKS: &[&str] = &[
     "agent:end",
 ];
 
+/// A Claude-format SessionStart hook is told `source: clear` for the session a `/new` or
+/// `/reset` started, as Claude Code says after `/clear`, and `startup` for a chat's first:
+/// a published plugin's `startup` and `clear|compact` groups each run when they would there.
+#[test]
+fn claude_session_start_says_clear_after_a_reset_and_matchers_follow_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new();
+    let log = home.path().join("starts.log");
+    let script = home.path().join("start.py");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/usr/bin/env python3\nimport json, sys\nsource = json.load(sys.stdin)['source']\nopen({:?}, 'a').write(sys.argv[1] + ' ' + source + '\\n')\n",
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.display();
+    home.config(&format!(
+        "hooks_auto_accept: true\nhooks:\n  on_session_start:\n    - {{command: '{script} first', format: claude, matcher: startup}}\n    - {{command: '{script} again', format: claude, matcher: 'clear|compact'}}\n"
+    ));
+    home.stdin_run(
+        &[],
+        &[
+            msg("c1", "u1", "one"),
+            msg("c1", "u1", "/reset"),
+            msg("c1", "u1", "two"),
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        "first startup\nagain clear\n"
+    );
+}
+
 #[test]
 fn new_and_reset_run_finalize_swap_reset_then_start_on_the_next_turn() {
     let home = TestHome::new();

@@ -162,7 +162,7 @@ pub fn hermes_event(claude: &str) -> Option<&'static str> {
 /// | Claude event | matched on |
 /// | --- | --- |
 /// | `PreToolUse`, `PostToolUse(Failure)` | `tool_name` (`Bash`, `Write`, `mcp__...`) |
-/// | `SessionStart` | `source`: always `startup` here (no resume, clear or compaction) |
+/// | `SessionStart` | `source`: `clear` for the session a gateway `/new` or `/reset` started, else `startup` (no resume or compaction here) |
 /// | `SessionEnd` | `reason`: always `other` here |
 /// | `SubagentStart`, `SubagentStop` | `agent_type`: the child's role |
 /// | `StopFailure` | `error`: `rate_limit`, `authentication_failed`, ... |
@@ -179,7 +179,9 @@ pub fn hermes_event(claude: &str) -> Option<&'static str> {
 pub fn matched_value<'a>(event: &str, field: impl Fn(&str) -> Option<&'a str>) -> Option<&'a str> {
     match event {
         "pre_tool_call" | "post_tool_call" => field("tool_name").map(tool_name),
-        "on_session_start" => Some(SESSION_SOURCE),
+        "on_session_start" => Some(crate::run_control::session_source(
+            field("session_id").unwrap_or_default(),
+        )),
         "on_session_end" => Some(SESSION_END_REASON),
         "subagent_start" | "subagent_stop" => Some(field("child_role").unwrap_or_default()),
         "api_request_error" => Some(error_kind(field("reason").unwrap_or_default())),
@@ -198,8 +200,6 @@ pub fn matcher_applies(event: &str) -> bool {
     matched_value(event, |_| Some("")).is_some()
 }
 
-/// `SessionStart`'s `source`: a Hermes session always starts fresh (`startup`).
-const SESSION_SOURCE: &str = "startup";
 /// `SessionEnd`'s `reason`: none of Claude's named reasons is a Hermes run's end.
 const SESSION_END_REASON: &str = "other";
 
@@ -464,7 +464,10 @@ pub fn payload(event: &str, kwargs: &Map<String, Value>, context: &Context) -> V
             out.insert("prompt".into(), json!(text("user_message")));
         }
         "on_session_start" => {
-            out.insert("source".into(), json!(SESSION_SOURCE));
+            out.insert(
+                "source".into(),
+                json!(crate::run_control::session_source(session_of(kwargs))),
+            );
         }
         "on_session_end" => {
             out.insert("reason".into(), json!(SESSION_END_REASON));

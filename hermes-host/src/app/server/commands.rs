@@ -95,6 +95,8 @@ pub(crate) fn run(
 fn reset(core: &Core, chat: &Chat, live: &mut Live, user_id: &str) {
     let mut fresh = core.new_session(&chat.platform, &chat.chat_id);
     fresh.user_id = Some(user_id.to_string());
+    // Claude Code starts the session after its `/clear` with SessionStart `source: clear`.
+    hermes_host::run_control::note_session_source(&fresh.id, "clear");
     end_session(core, chat, live, "new_session", Some(&fresh.id));
     core.chats.set_session_id(&chat.key, Some(&fresh.id));
     let old_session_id = std::mem::take(&mut live.session.id);
