@@ -798,9 +798,10 @@ impl Registry {
     /// Fires only the callback at `position` of `hook`'s list and combines its answer by
     /// the hook's rule, for a host that keeps a list of callbacks of its own and combines
     /// their answers itself (Hermes Agent, through the `hermes-hooks` Python package). A
-    /// callback that failed (an error, a panic, a crash of its worker) is logged and
-    /// counted as in a whole firing, and its message is returned as the error, so that
-    /// the host can report it in its own way.
+    /// callback that failed (an error, a panic, a crash of its worker) is counted as in a
+    /// whole firing and its message is returned as the error, not logged: the host reports
+    /// it in its own way (Hermes logs `Hook '<hook>' callback <name> raised: ...` itself,
+    /// which a line of the library's would only repeat).
     ///
     /// Callbacks answering together as a group (a Python plugin's) answer here as one
     /// whole firing of the group would: only their first position fires them.
@@ -839,8 +840,8 @@ impl Registry {
         let mut failed = None;
         let mut take = |entry: &Entry, answer: HookResult| match answer {
             Err(message) => {
-                failed.get_or_insert_with(|| message.clone());
-                self.deliver(&view, entry, Err(message), &mut |_: &Entry, _: Reply| {});
+                self.count_failure();
+                failed.get_or_insert(message);
             }
             Ok(Some(reply)) => combiner.take(hook, entry, reply),
             Ok(None) => {}
@@ -1149,15 +1150,19 @@ impl Registry {
             Ok(Some(reply)) => take(entry, reply),
             Ok(None) => {}
             Err(message) => {
-                if let Some(counter) = &self.failures {
-                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                self.count_failure();
                 tracing::warn!(
                     "Hook '{}' callback {} raised: {message}",
                     view.hook,
                     entry.label
                 );
             }
+        }
+    }
+
+    fn count_failure(&self) {
+        if let Some(counter) = &self.failures {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
