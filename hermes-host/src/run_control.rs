@@ -307,24 +307,43 @@ pub fn take_continue(session_id: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn stop_hooks_active() -> &'static Mutex<std::collections::HashSet<String>> {
-    static SET: std::sync::OnceLock<Mutex<std::collections::HashSet<String>>> =
-        std::sync::OnceLock::new();
-    SET.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
+/// A set of session ids that a flag holds for.
+struct Sessions(std::sync::OnceLock<Mutex<std::collections::HashSet<String>>>);
+
+impl Sessions {
+    const fn new() -> Sessions {
+        Sessions(std::sync::OnceLock::new())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, session_id: &str, on: bool) {
+        let mut set = self.lock();
+        if on {
+            set.insert(session_id.to_string());
+        } else {
+            set.remove(session_id);
+        }
+    }
+
+    fn contains(&self, session_id: &str) -> bool {
+        self.lock().contains(session_id)
+    }
 }
+
+static STOP_HOOK_ACTIVE: Sessions = Sessions::new();
+static SUBAGENTS: Sessions = Sessions::new();
 
 /// Marks `session_id` as continuing because a Stop hook asked it to (`true`), or not. The
 /// next Stop payload carries it as `stop_hook_active`, as in Claude Code, so a script can
 /// let the agent stop instead of looping. The host clears it when the agent stops.
 pub fn set_stop_hook_active(session_id: &str, active: bool) {
-    let mut set = stop_hooks_active()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if active {
-        set.insert(session_id.to_string());
-    } else {
-        set.remove(session_id);
-    }
+    STOP_HOOK_ACTIVE.set(session_id, active);
 }
 
 /// Whether `session_id` is continuing at a Stop hook's request.
@@ -337,10 +356,7 @@ pub fn set_stop_hook_active(session_id: &str, active: bool) {
 /// assert!(!stop_hook_active("s-4"));
 /// ```
 pub fn stop_hook_active(session_id: &str) -> bool {
-    stop_hooks_active()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(session_id)
+    STOP_HOOK_ACTIVE.contains(session_id)
 }
 
 fn session_sources() -> &'static Mutex<Bounded<String, &'static str>> {
@@ -377,23 +393,12 @@ pub fn session_source(session_id: &str) -> &'static str {
         .unwrap_or("startup")
 }
 
-fn subagents() -> &'static Mutex<std::collections::HashSet<String>> {
-    static SET: std::sync::OnceLock<Mutex<std::collections::HashSet<String>>> =
-        std::sync::OnceLock::new();
-    SET.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
-}
-
 /// Marks `session_id` as a delegated child's session while it runs (`true`), or not. Claude
 /// Code fires SessionStart, UserPromptSubmit, Stop and SessionEnd for the main session only
 /// (a subagent has SubagentStart and SubagentStop), so `format: claude` hooks of those events
 /// skip a child's firings, which Hermes-format hooks get as in the reference.
 pub fn set_subagent(session_id: &str, child: bool) {
-    let mut set = subagents().lock().unwrap_or_else(|e| e.into_inner());
-    if child {
-        set.insert(session_id.to_string());
-    } else {
-        set.remove(session_id);
-    }
+    SUBAGENTS.set(session_id, child);
 }
 
 /// Whether `session_id` is a delegated child's session.
@@ -406,10 +411,7 @@ pub fn set_subagent(session_id: &str, child: bool) {
 /// assert!(!is_subagent("child-1"));
 /// ```
 pub fn is_subagent(session_id: &str) -> bool {
-    subagents()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(session_id)
+    SUBAGENTS.contains(session_id)
 }
 
 #[cfg(test)]
