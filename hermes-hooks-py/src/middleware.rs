@@ -47,7 +47,8 @@ impl MiddlewareCallback {
                 self.name
             )));
         };
-        let original = kwargs.get_item(format!("original_{key}"))?;
+        let original_key = format!("original_{key}");
+        let original = kwargs.get_item(&original_key)?;
         let payload = json_of(&current)?;
         let original = match &original {
             Some(o) => json_of(o)?,
@@ -56,7 +57,7 @@ impl MiddlewareCallback {
         let mut context = Map::new();
         for (k, v) in kwargs.iter() {
             let k = k.extract::<String>()?;
-            if k == key || k == format!("original_{key}") || NOT_CONTEXT.contains(&k.as_str()) {
+            if k == key || k == original_key || NOT_CONTEXT.contains(&k.as_str()) {
                 continue;
             }
             context.insert(k, json_of(&v)?);

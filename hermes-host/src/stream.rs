@@ -150,6 +150,32 @@ impl StreamObservers {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Drains the queues within `within` (see [`drain`](Self::drain)) and says what a host
+    /// should report at exit: that observers were still busy, and how many events were
+    /// dropped. Empty when every event was delivered.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let streams = hermes_host::stream::StreamObservers::start(Arc::new(hermes_host::registry::Registry::new()));
+    /// assert!(streams.exit_notes(std::time::Duration::from_secs(1)).is_empty());
+    /// ```
+    pub fn exit_notes(&self, within: Duration) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.drain(within) {
+            notes.push(
+                "streaming observers still busy at exit; their last events were not delivered"
+                    .to_string(),
+            );
+        }
+        if self.dropped() > 0 {
+            notes.push(format!(
+                "{} streaming event(s) dropped: an observer fell more than {QUEUE} events behind",
+                self.dropped()
+            ));
+        }
+        notes
+    }
+
     /// Waits until every queue is empty and every callback idle, at most `within`.
     /// Returns whether they are.
     pub fn drain(&self, within: Duration) -> bool {

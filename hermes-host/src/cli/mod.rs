@@ -75,12 +75,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     }
     let ran = commands::run(cli.command, &settings);
-    // `async: true` hooks a command fired (`hooks fire`, `plugins fire`, ...) finish what
-    // they do before the process ends, within a bound (`run` and the gateway wait and say
-    // so themselves).
+    // `async: true` hooks a command fired (`run`, `hooks fire`, `plugins fire`, ...) finish
+    // what they do before the process ends, within a bound; each is also bounded by its own
+    // timeout. (The gateway waits, and logs it, before its last line.)
     let still = hermes_host::shell::background::wait_idle(std::time::Duration::from_secs(10));
     if still > 0 {
-        eprintln!("hermes: {still} async hook(s) still running at exit; not waited for");
+        eprintln!(
+            "hermes: {still} async hook(s) still running at exit; not waited for (each ends at its timeout)"
+        );
     }
     match ran {
         Ok(status) => status.into(),

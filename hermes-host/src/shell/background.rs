@@ -29,12 +29,12 @@ static RUNNING: Mutex<usize> = Mutex::new(0);
 static IDLE: Condvar = Condvar::new();
 
 /// Starts `spec` in the background with the event's keyword arguments `kwargs`; context it
-/// gives goes to session `position`'s place among the waiting context through `deliver`.
-/// Returns a warning when it was not started (too many running, no thread).
+/// gives waits for the session's next model call, in the hook's `position` among the
+/// waiting context. Returns a warning when it was not started (too many running, no
+/// thread).
 pub(crate) fn launch(
     spec: ShellHookSpec,
     kwargs: Map<String, Value>,
-    deliver: fn(&str, usize, String) -> Option<String>,
     position: usize,
 ) -> Option<String> {
     {
@@ -60,7 +60,7 @@ pub(crate) fn launch(
             }
             let session = super::claude::session_of(&kwargs);
             for text in context_of(spec.format, &run.stdout) {
-                if let Some(dropped) = deliver(session, position, text) {
+                if let Some(dropped) = super::stash_session_context(session, position, text) {
                     tracing::warn!("{dropped}");
                 }
             }

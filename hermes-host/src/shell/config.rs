@@ -43,6 +43,14 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 pub const MAX_TIMEOUT_SECS: u64 = 300;
 /// The events whose hooks may have a `matcher` (and see a tool name).
 pub const TOOL_EVENTS: [&str; 2] = ["pre_tool_call", "post_tool_call"];
+/// The events Claude Code fires for its main session only (SessionStart, UserPromptSubmit,
+/// Stop, SessionEnd): a subagent has SubagentStart and SubagentStop instead.
+const MAIN_SESSION_ONLY: [&str; 4] = [
+    "on_session_start",
+    "pre_llm_call",
+    "post_llm_call",
+    "on_session_end",
+];
 /// The events on which a hook can block, and so `fail_closed` and exit code 2 mean something.
 pub const BLOCKING_EVENTS: [&str; 1] = ["pre_tool_call"];
 
@@ -255,7 +263,10 @@ impl ShellHookSpec {
     /// Whether the hook wants this firing of its event, whose keyword arguments `field`
     /// reads: always without a matcher; a Hermes hook's matcher compares the tool name; a
     /// Claude hook's compares what Claude Code matches on for the event
-    /// ([`matched_value`](crate::shell::claude::matched_value)).
+    /// ([`matched_value`](crate::shell::claude::matched_value)). A Claude hook of an event
+    /// Claude Code fires for its main session only (SessionStart, UserPromptSubmit, Stop,
+    /// SessionEnd) also passes over a delegated child's firings
+    /// ([`is_subagent`](crate::run_control::is_subagent)).
     ///
     /// ```
     /// use hermes_host::shell::config::{Format, ShellHookSpec};
@@ -268,6 +279,12 @@ impl ShellHookSpec {
     /// assert!(spec.matches_event(|_| None));
     /// ```
     pub fn matches_event<'a>(&self, field: impl Fn(&str) -> Option<&'a str>) -> bool {
+        if self.format == Format::Claude
+            && MAIN_SESSION_ONLY.contains(&self.event.as_str())
+            && crate::run_control::is_subagent(field("session_id").unwrap_or_default())
+        {
+            return false;
+        }
         match &self.matcher {
             None => true,
             Some(m) if self.format == Format::Claude => {

@@ -332,15 +332,6 @@ fn stash_session_context(session_id: &str, position: usize, text: String) -> Opt
     None
 }
 
-/// The events Claude Code fires for its main session only (SessionStart, UserPromptSubmit,
-/// Stop, SessionEnd): a `format: claude` hook of one skips a delegated child's firings.
-const MAIN_SESSION_ONLY: [&str; 4] = [
-    "on_session_start",
-    "pre_llm_call",
-    "post_llm_call",
-    "on_session_end",
-];
-
 /// The `pre_llm_call` hook that hands a session its waiting context (SessionStart and
 /// async hooks').
 struct WaitingContext;
@@ -565,9 +556,6 @@ impl ExternalHook for ShellHook {
     fn matches(&self, event: &EventView<'_>) -> bool {
         self.spec.matches_event(|k| event.get_str(k))
             && self.spec.runs_after(event.get_str("status"))
-            && !(self.spec.format == config::Format::Claude
-                && MAIN_SESSION_ONLY.contains(&self.spec.event.as_str())
-                && crate::run_control::is_subagent(event.get_str("session_id").unwrap_or_default()))
     }
 
     fn run(&self, event: &EventView<'_>) -> HookResult {
@@ -599,8 +587,7 @@ impl ExternalHook for ShellHook {
         }
         let kwargs = wire::kwargs_from_view(event, true);
         if spec.background {
-            let refused =
-                background::launch(spec.clone(), kwargs, stash_session_context, self.position);
+            let refused = background::launch(spec.clone(), kwargs, self.position);
             return (Ok(None), refused.into_iter().collect());
         }
         if spec.format == config::Format::Claude {

@@ -42,8 +42,6 @@ fn interrupt_on_sigint(flag: Arc<AtomicBool>) {
 
 /// How long a finished run waits for its shadow hooks to record what they were handed.
 const SHADOW_FLUSH: Duration = Duration::from_secs(2);
-/// How long the end of a run waits for `async: true` hooks still running.
-const ASYNC_FLUSH: Duration = Duration::from_secs(10);
 
 pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let script = Script::read(&args.script).map_err(anyhow::Error::msg)?;
@@ -82,17 +80,8 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
     let results = agent.run_script(&script, &cwd);
     // Streaming observers read their queues on threads of their own: what they were handed
     // is delivered before the run ends, within a bound.
-    if !agent.streams.drain(SHADOW_FLUSH) {
-        eprintln!(
-            "hermes: streaming observers still busy at exit; their last events were not delivered"
-        );
-    }
-    if agent.streams.dropped() > 0 {
-        eprintln!(
-            "hermes: {} streaming event(s) dropped: an observer fell more than {} events behind",
-            agent.streams.dropped(),
-            hermes_host::stream::QUEUE
-        );
+    for note in agent.streams.exit_notes(SHADOW_FLUSH) {
+        eprintln!("hermes: {note}");
     }
     // Shadow hooks record what they would have done on a thread of their own: a little
     // time to finish before the process ends, never the run's.
@@ -101,14 +90,6 @@ pub fn run(args: RunArgs, settings: &Settings) -> anyhow::Result<ExitStatus> {
         eprintln!(
             "hermes: {unrecorded} shadow hook firing(s) still running at exit; not recorded in {}",
             crate::app::shadow::records_path(&settings.home).display()
-        );
-    }
-    // `async: true` hooks likewise: their side effects (a log, a report) finish, within
-    // a bound; each is also bounded by its own timeout.
-    let still = hermes_host::shell::background::wait_idle(ASYNC_FLUSH);
-    if still > 0 {
-        eprintln!(
-            "hermes: {still} async hook(s) still running at exit; not waited for (each ends at its timeout)"
         );
     }
     if results.iter().any(|r| r.interrupted) {

@@ -535,18 +535,8 @@ pub fn run(args: GatewayRunArgs, settings: &Settings) -> anyhow::Result<ExitStat
     }
     // Streaming observers read their queues on threads of their own: what the last turns
     // handed them is delivered before the gateway exits, within a bound.
-    let streams = &server.agent().streams;
-    if !streams.drain(Duration::from_secs(5)) {
-        log.line(
-            "gateway: streaming observers still busy at exit; their last events were not delivered",
-        );
-    }
-    if streams.dropped() > 0 {
-        log.line(&format!(
-            "gateway: {} streaming event(s) dropped: an observer fell more than {} events behind",
-            streams.dropped(),
-            hermes_host::stream::QUEUE
-        ));
+    for note in server.agent().streams.exit_notes(Duration::from_secs(5)) {
+        log.line(&format!("gateway: {note}"));
     }
     let still = hermes_host::shell::background::wait_idle(Duration::from_secs(5));
     if still > 0 {
